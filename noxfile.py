@@ -1,0 +1,38 @@
+"""specref's sessions. `nox -s properties` is CI; the costly sessions are opt-in (default=False)."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.default_venv_backend = "venv"
+nox.options.sessions = ["properties", "lint"]
+
+# pip has this CPU build on disk here; any other pin pulls a CUDA build of several GB.
+TORCH_CPU = "torch==2.13.0"
+
+
+def install(session: nox.Session, extras: str = "test,transformers,plots", torch: str = TORCH_CPU) -> None:
+    session.install(torch, "-e", f".[{extras}]")
+
+
+@nox.session
+def properties(session: nox.Session) -> None:
+    """The CI suite: exact, then statistical, then Hypothesis properties, plus a quick CPU pass of gpu_tests."""
+    install(session)
+    session.run("pytest", "-n", "auto", *session.posargs)
+    session.run("pytest", "gpu_tests", "-q", "-m", "not slow", env={"SPECREF_DEVICE": "cpu"})
+
+
+@nox.session(default=False)
+def gpu(session: nox.Session) -> None:
+    """CUDA tests (gpu_tests/); every test skips with a reason when CUDA is absent. Uses the torch at hand."""
+    session.install("-e", ".[test,transformers,plots]")
+    session.run("pytest", "gpu_tests", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check and format check."""
+    session.install("ruff")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")

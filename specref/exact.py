@@ -1,0 +1,101 @@
+"""Exact laws, by enumerating the reference engine's own random choices.
+
+`enumerate_law(program)` runs `program(rng)` once per path through its random choices. The replaying `rng`
+answers each `accept` / `categorical` call along a fixed path, records the exact probability of that path,
+and reports the branches not yet taken. With Fraction rows every probability stays a Fraction, so the laws
+below are proofs, not estimates. Branches of probability zero are never taken.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from fractions import Fraction
+from typing import Callable, Hashable, Sequence
+
+from . import reference
+from .reference import Model, Row
+from .validation import check_gamma
+
+Law = dict  # outcome -> probability
+
+
+class _Replay:
+    """A Randomness that follows `path` and then takes the first possible option at each new choice."""
+
+    def __init__(self, path: Sequence[int]):
+        self.path = list(path)
+        self.taken: list[int] = []
+        self.alternatives: list[list[int]] = []  # options not taken, for each new choice
+        self.probability = Fraction(1)
+
+    def _choose(self, probs: Sequence) -> int:
+        options = [j for j, pr in enumerate(probs) if pr > 0]
+        depth = len(self.taken)
+        choice = self.path[depth] if depth < len(self.path) else options[0]
+        if depth >= len(self.path):
+            self.alternatives.append([j for j in options if j != choice])
+        self.taken.append(choice)
+        self.probability *= probs[choice]
+        return choice
+
+    def accept(self, ratio) -> bool:
+        a = min(1, ratio)
+        return self._choose([a, 1 - a]) == 0
+
+    def categorical(self, weights: Sequence) -> int:
+        total = sum(weights)
+        return self._choose([w / total for w in weights])
+
+
+def enumerate_law(program: Callable[[object], Hashable]) -> Law:
+    """The exact law of program(rng) over every path through its random choices."""
+    law: dict = defaultdict(Fraction)
+    stack: list[tuple[int, ...]] = [()]
+    while stack:
+        path = stack.pop()
+        rng = _Replay(path)
+        law[program(rng)] += rng.probability
+        for offset, options in enumerate(rng.alternatives):
+            prefix = tuple(rng.taken[: len(path) + offset])
+            stack.extend(prefix + (alt,) for alt in options)
+    return dict(law)
+
+
+def verify_law(target_probs: Sequence[Row], draft_probs: Sequence[Row] | None, draft_tokens: Sequence[int]) -> Law:
+    """Law of the emitted tokens of one verify step with the drafts held fixed."""
+    return enumerate_law(lambda rng: tuple(reference.verify(target_probs, draft_probs, draft_tokens, rng)))
+
+
+def cycle_law(target: Model, draft: Model, prefix: Sequence[int], gamma: int) -> Law:
+    """Law of the tokens one reference cycle emits (drafting included)."""
+    check_gamma(gamma)
+    return enumerate_law(lambda rng: tuple(reference.cycle(target, draft, prefix, gamma, rng)))
+
+
+def sequence_law(target: Model, draft: Model, prefix: Sequence[int], n: int, gamma: int) -> Law:
+    """Law of the first n tokens over repeated reference cycles."""
+    check_gamma(gamma)
+    return enumerate_law(lambda rng: tuple(reference.generate(target, draft, prefix, n, gamma, rng)))
+
+
+def accepted_length_law(target: Model, draft: Model, prefix: Sequence[int], gamma: int) -> dict[int, Fraction]:
+    """P(A = k), k = 0..g, for the number A of drafts accepted in one cycle (a cycle emits A + 1 tokens)."""
+    law = {k: Fraction(0) for k in range(gamma + 1)}
+    for tokens, prob in cycle_law(target, draft, prefix, gamma).items():
+        law[len(tokens) - 1] += prob
+    return law
+
+
+def reject_probabilities(target: Model, draft: Model, prefix: Sequence[int], gamma: int) -> list:
+    """P(reject at position i | position i reached), i = 1..g (0-indexed in the list); None if unreachable."""
+    length = accepted_length_law(target, draft, prefix, gamma)
+    out = []
+    for i in range(gamma):
+        reached = sum(length[k] for k in range(i, gamma + 1))
+        out.append(length[i] / reached if reached else None)
+    return out
+
+
+def expected_tau(target: Model, draft: Model, prefix: Sequence[int], gamma: int):
+    """E[tau], the expected number of tokens one cycle emits."""
+    return sum((k + 1) * prob for k, prob in accepted_length_law(target, draft, prefix, gamma).items())
