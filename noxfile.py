@@ -36,3 +36,38 @@ def lint(session: nox.Session) -> None:
     session.install("ruff")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+
+
+@nox.session(default=False)
+def calibration(session: nox.Session) -> None:
+    """Meta-test: false-alarm rate over >= 200 seeds and power on biased samplers; writes reports/calibration*."""
+    install(session)
+    session.run("python", "-m", "specref.calibration", *session.posargs)
+
+
+@nox.session(default=False)
+def bench(session: nox.Session) -> None:
+    """Benchmark the batched engine against baselines in one run; writes reports/bench.md and bench.json."""
+    install(session)
+    session.run("python", "-m", "specref.bench", *session.posargs)
+
+
+@nox.session(default=False)
+def conformance(session: nox.Session) -> None:
+    """The main job: conform the built-ins, the transformers adapter and every mutant; writes reports/."""
+    install(session)
+    session.run("python", "-m", "specref.conformance.suite", *session.posargs)
+
+
+@nox.session(default=False)
+def mutants(session: nox.Session) -> None:
+    """Run the conformance suite on every mutant in specref.mutants; writes reports/mutants.md."""
+    install(session)
+    session.run("python", "-m", "specref.conformance.suite", "--mutants-only", *session.posargs)
+
+
+@nox.session(default=False)
+def e2e(session: nox.Session) -> None:
+    """End-to-end checks on tiny real transformers models: laws, tau, processor mutants, speed; reports/e2e/."""
+    install(session)
+    session.run("python", "-m", "specref.e2e", *session.posargs)

@@ -5,3 +5,9 @@ settings.register_profile(
     "specref", max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile("specref")
+
+# Test modules import shared helpers (budget.py) by bare name.
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))

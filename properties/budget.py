@@ -1,0 +1,27 @@
+"""The CI run's false-alarm budget: at most 1e-3 in total, split by area, then by Bonferroni within an area.
+
+Each statistical test takes its alpha from `alpha_for(area, n_checks)`: the area's share divided by the number
+of checks the area runs in CI (every Hypothesis example counts as its own check). `test_budget.py` asserts that
+the shares sum to at most TOTAL.
+"""
+
+TOTAL = 1e-3
+
+SHARES = {
+    "stats": 1e-4,  # the stats module's own tests (power simulations, calibration spot checks)
+    "engines": 3e-4,  # T2 checks on the reference and batched engines, fixed scenarios
+    "hypothesis": 2e-4,  # T3: statistical checks on Hypothesis-generated p/q
+    "batched": 1e-4,  # batched-engine tests beyond the shared checks (dtypes, large V)
+    "conformance": 1e-4,  # harness tests through the CLI and the Python API
+    "e2e": 1e-4,  # end-to-end law checks on tiny transformers models
+    "gpu_cpu_pass": 1e-4,  # gpu_tests run on the CPU (SPECREF_DEVICE=cpu) inside nox -s properties
+}
+
+
+def alpha_for(area: str, n_checks: int) -> float:
+    """Per-check alpha for an area that runs n_checks statistical checks in CI."""
+    if area not in SHARES:
+        raise ValueError(f"area={area!r} has no share; known areas: {sorted(SHARES)}")
+    if n_checks < 1:
+        raise ValueError(f"n_checks={n_checks!r} must be >= 1")
+    return SHARES[area] / n_checks
