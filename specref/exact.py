@@ -14,7 +14,7 @@ from typing import Callable, Hashable, Sequence
 
 from . import reference
 from .reference import Model, Row
-from .validation import check_gamma
+from .validation import check_distribution, check_gamma
 
 Law = dict  # outcome -> probability
 
@@ -47,6 +47,23 @@ class _Replay:
         return self._choose([w / total for w in weights])
 
 
+class _Checked:
+    """Memoises a model's rows and checks each once: enumeration asks for the same contexts many times."""
+
+    validated = True
+
+    def __init__(self, model: Model, name: str):
+        self.model, self.name, self.rows = model, name, {}
+
+    def __call__(self, context: tuple[int, ...]) -> Row:
+        if context not in self.rows:
+            row = self.model(context)
+            if not getattr(self.model, "validated", False):
+                check_distribution(f"{self.name}({context!r})", row)
+            self.rows[context] = row
+        return self.rows[context]
+
+
 def enumerate_law(program: Callable[[object], Hashable]) -> Law:
     """The exact law of program(rng) over every path through its random choices."""
     law: dict = defaultdict(Fraction)
@@ -69,13 +86,43 @@ def verify_law(target_probs: Sequence[Row], draft_probs: Sequence[Row] | None, d
 def cycle_law(target: Model, draft: Model, prefix: Sequence[int], gamma: int) -> Law:
     """Law of the tokens one reference cycle emits (drafting included)."""
     check_gamma(gamma)
+    target, draft = _Checked(target, "target"), _Checked(draft, "draft")
     return enumerate_law(lambda rng: tuple(reference.cycle(target, draft, prefix, gamma, rng)))
 
 
-def sequence_law(target: Model, draft: Model, prefix: Sequence[int], n: int, gamma: int) -> Law:
-    """Law of the first n tokens over repeated reference cycles."""
+def sequence_law(
+    target: Model, draft: Model, prefix: Sequence[int], n: int, gamma: int, *, method: str = "cycles"
+) -> Law:
+    """Law of the first n tokens over repeated reference cycles.
+
+    method="cycles" (default) enumerates each cycle with `cycle_law` and chains the cycles: a cycle uses fresh
+    randomness and depends only on its context, so the law of `generate` is the composition of cycle laws.
+    method="replay" enumerates every random choice of `reference.generate` end to end; it is exponentially
+    slower and exists to cross-check the composition on small cases.
+    """
     check_gamma(gamma)
-    return enumerate_law(lambda rng: tuple(reference.generate(target, draft, prefix, n, gamma, rng)))
+    target, draft = _Checked(target, "target"), _Checked(draft, "draft")
+    if method == "replay":
+        return enumerate_law(lambda rng: tuple(reference.generate(target, draft, prefix, n, gamma, rng)))
+    if method != "cycles":
+        raise ValueError(f"method={method!r}; expected 'cycles' or 'replay'")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n={n!r}: the number of tokens to generate must be an integer >= 1")
+    cycles: dict[tuple[int, ...], Law] = {}
+
+    def law_after(context: tuple[int, ...], remaining: int) -> Law:
+        if context not in cycles:
+            cycles[context] = cycle_law(target, draft, context, gamma)
+        out: dict = defaultdict(Fraction)
+        for emitted, prob in cycles[context].items():
+            if len(emitted) >= remaining:
+                out[emitted[:remaining]] += prob
+            else:
+                for rest, rest_prob in law_after(context + emitted, remaining - len(emitted)).items():
+                    out[emitted + rest] += prob * rest_prob
+        return out
+
+    return dict(law_after(tuple(prefix), n))
 
 
 def accepted_length_law(target: Model, draft: Model, prefix: Sequence[int], gamma: int) -> dict[int, Fraction]:

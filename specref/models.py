@@ -18,6 +18,8 @@ from .validation import check_distribution
 class ContextFree:
     """The same distribution after every context."""
 
+    validated = True  # rows are checked once, at construction
+
     def __init__(self, probs: Sequence):
         check_distribution("probs", probs)
         self.probs = tuple(probs)
@@ -70,6 +72,8 @@ class HashedContext:
     Weights are integers in [0, max_weight], so rows are exact rationals; `zero_fraction` of the tokens get
     weight 0 (at least one token always keeps positive weight). `exact=True` returns Fractions, else floats.
     """
+
+    validated = True  # rows are normalised integer weights by construction
 
     def __init__(
         self, vocab_size: int, seed: int = 0, *, max_weight: int = 8, zero_fraction: float = 0.3, exact: bool = True

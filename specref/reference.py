@@ -33,12 +33,15 @@ def verify(
     draft_probs: Sequence[Row] | None,  # [g][V]  q_1 .. q_g; None for point-mass drafts
     draft_tokens: Sequence[int],  # [g]  d_1 .. d_g
     rng: Randomness,
+    *,
+    validate: bool = True,
 ) -> list[int]:
     """Verify g drafts; return the 1..g+1 emitted tokens."""
     gamma = len(draft_tokens)
     if draft_probs is None:
         draft_probs = [_point_mass(len(target_probs[0]), d) for d in draft_tokens]
-    _check_step(target_probs, draft_probs, draft_tokens)
+    if validate:
+        _check_step(target_probs, draft_probs, draft_tokens)
 
     emitted = []
     for i, token in enumerate(draft_tokens):
@@ -59,7 +62,7 @@ def draft_tokens(draft: Model, context: Sequence[int], gamma: int, rng: Randomne
     """Draw d_1..d_g autoregressively from the draft model; return the drafts and the rows q_1..q_g."""
     tokens, rows = [], []
     for _ in range(gamma):
-        q = draft(tuple(context) + tuple(tokens))
+        q = _row(draft, "draft", tuple(context) + tuple(tokens))
         rows.append(q)
         tokens.append(rng.categorical(q))
     return tokens, rows
@@ -70,8 +73,11 @@ def cycle(target: Model, draft: Model, prefix: Sequence[int], gamma: int, rng: R
     check_gamma(gamma)
     prefix = tuple(prefix)
     tokens, draft_rows = draft_tokens(draft, prefix, gamma, rng)
-    target_rows = [target(prefix + tuple(tokens[:i])) for i in range(gamma + 1)]
-    return verify(target_rows, draft_rows, tokens, rng)
+    target_rows = [_row(target, "target", prefix + tuple(tokens[:i])) for i in range(gamma + 1)]
+    if len(target_rows[0]) != len(draft_rows[0]):
+        raise ValueError(f"target has vocab size {len(target_rows[0])} but draft has {len(draft_rows[0])}")
+    # Rows were checked as they were produced, and drafts drawn from q have q(d) > 0.
+    return verify(target_rows, draft_rows, tokens, rng, validate=False)
 
 
 def generate(target: Model, draft: Model, prefix: Sequence[int], n: int, gamma: int, rng: Randomness) -> list[int]:
@@ -86,6 +92,14 @@ def generate(target: Model, draft: Model, prefix: Sequence[int], n: int, gamma: 
         out.extend(emitted)
         context.extend(emitted)
     return out[:n]
+
+
+def _row(model: Model, name: str, context: tuple[int, ...]) -> Row:
+    """model(context), checked unless the model vouches for its rows (`model.validated`)."""
+    row = model(context)
+    if not getattr(model, "validated", False):
+        check_distribution(f"{name}({context!r})", row)
+    return row
 
 
 def _point_mass(vocab_size: int, token: int) -> list[int]:

@@ -1,0 +1,459 @@
+"""Deterministic tests of the mutant catalogue and of the built-in adapters.
+
+Each mutant is shown to carry its bug: on hand-picked inputs with injected uniforms the bug is certain, and the
+mutant's output differs from the reference engine's in the way the bug predicts. The lossy rules are shown lossy
+(and one-hot verification lossless) by midpoint quadrature over the uniforms. The adapters are shown to convert
+their engine's output to the verify contract.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from specref import reference
+from specref.conformance.adapters import (
+    Adapter,
+    as_adapter,
+    builtin_adapters,
+    contract_output,
+    reference_adapter,
+    transformers_adapter,
+    transformers_ensemble_adapter,
+)
+from specref.mutants import CATALOGUE, bugs, core, lossy
+from specref.randomness import Injected
+
+pytestmark = pytest.mark.exact
+
+CHECK_NAMES = {
+    "t0_shape",
+    "t0_padding",
+    "t0_prefix_is_drafts",
+    "t0_zero_prob_emitted",
+    "t0_valid_ids",
+    "first_token_law",
+    "joint_law",
+    "correction_law",
+    "bonus_law",
+    "reject_rate",
+    "accepted_length_law",
+    "mean_tau",
+    "row_independence",
+    "reproducibility",
+    "batch_composition",
+    "ragged_law",
+    "point_mass_law",
+}
+DESIGN_BUG_CLASSES = {
+    "Target law",
+    "Draft law",
+    "Zero edges",
+    "Residual normalisation",
+    "Control flow",
+    "Randomness",
+    "Metrics",
+    "Lossy by configuration",
+}
+
+
+def _t(rows) -> torch.Tensor:
+    return torch.tensor(rows, dtype=torch.float64)
+
+
+def _case(target, draft, tokens, uniforms):
+    """One batch row: target [g+1][V], draft [g][V] or None, tokens [g], uniforms [g+1] -> batched tensors."""
+    draft_probs = None if draft is None else _t([draft])
+    return _t([target]), draft_probs, torch.tensor([tokens]), _t([uniforms])
+
+
+def _reference(target_probs, draft_probs, draft_tokens, uniforms, **kwargs):
+    return reference_adapter().verify(target_probs, draft_probs, draft_tokens, None, uniforms=uniforms, **kwargs)
+
+
+def _both(mutant, target, draft, tokens, uniforms):
+    """(mutant's emitted row, reference's emitted row) on one injected case, as lists without the -1 padding."""
+    case = _case(target, draft, tokens, uniforms)
+    ours = mutant(*case[:3], None, uniforms=case[3])[0].tolist()
+    ref = _reference(*case)[0].tolist()
+    return [x for x in ours if x != -1], [x for x in ref if x != -1]
+
+
+# --- the catalogue ---
+
+
+def test_catalogue_covers_every_bug_class_and_names_known_checks():
+    bug_mutants = [m for m in CATALOGUE.values() if not m.lossy]
+    assert len(bug_mutants) >= 12
+    assert {m.bug_class for m in CATALOGUE.values()} == DESIGN_BUG_CLASSES
+    for mutant in CATALOGUE.values():
+        assert mutant.caught_by and set(mutant.caught_by) <= CHECK_NAMES, mutant.name
+        assert mutant.description and mutant.reference, mutant.name
+        assert mutant.lossy == (mutant.bug_class == "Lossy by configuration"), mutant.name
+    lossy_names = {m.name for m in CATALOGUE.values() if m.lossy}
+    assert {"typical_acceptance", "lenient_acceptance", "assistant_ensemble"} <= lossy_names
+
+
+def test_every_mutant_has_a_bug_test_here():
+    assert set(CATALOGUE) == set(BUG_TESTS) | set(LOSSY_RULES) | {"drafts_as_one_hot"}
+
+
+def test_mutant_is_adapter_shaped():
+    adapter = as_adapter(CATALOGUE["placeholder_as_index"])
+    assert adapter.name == "placeholder_as_index" and adapter.ragged and not adapter.uniforms
+    assert as_adapter(CATALOGUE["assistant_ensemble"]).lossy
+    assert "Control flow" in adapter.notes
+
+
+def test_skeleton_with_exact_steps_is_the_reference_token_for_token():
+    generator = torch.Generator().manual_seed(20261130)
+    batch, gamma, vocab_size = 300, 3, 6
+    target = torch.rand(batch, gamma + 1, vocab_size, generator=generator, dtype=torch.float64)
+    target[target < 0.3] = 0
+    target[..., 0] += 1e-3  # every row keeps some mass
+    target /= target.sum(-1, keepdim=True)
+    draft = torch.rand(batch, gamma, vocab_size, generator=generator, dtype=torch.float64)
+    draft /= draft.sum(-1, keepdim=True)
+    tokens = torch.multinomial(draft.view(-1, vocab_size), 1, generator=generator).view(batch, gamma)
+    uniforms = torch.rand(batch, gamma + 1, generator=generator, dtype=torch.float64)
+    expected = _reference(target, draft, tokens, uniforms)
+    assert torch.equal(core.run(target, draft, tokens, uniforms), expected)
+    assert torch.equal(core.run(target, None, tokens, uniforms), _reference(target, None, tokens, uniforms))
+
+
+# --- each bug, made certain by the inputs ---
+
+
+def _temperature():
+    # ratio 0.8 for the engine, 0.36/0.52 / 0.5 = 0.62 after squaring; u = 0.7 lies between.
+    ours, ref = _both(bugs.verify_ignores_temperature, [[0.6, 0.4], [0.5, 0.5]], [[0.5, 0.5]], [1], [0.7, 0.1])
+    assert ref[0] == 1 and ours == [0]
+
+
+def _top_k():
+    # Token 2 is cut by top-k (p = 0); the untruncated law gives it 0.1/3, so u = 0.01 accepts it.
+    ours, ref = _both(bugs.verify_ignores_top_k, [[1, 0, 0], [1, 0, 0]], [[0.2, 0.3, 0.5]], [2], [0.01, 0.5])
+    assert ref == [0] and ours == [2, 0]
+
+
+def _greedy():
+    ours, ref = _both(bugs.greedy_verification, [[0.3, 0.7], [0.5, 0.5]], [[0.6, 0.4]], [0], [0.1, 0.9])
+    assert ref[0] == 0 and ours == [1]
+
+
+def _other_logits():
+    # p/q = 0.5/0.9 = 0.56 rejects at u = 0.7; p/softmax(q) = 0.5/0.54 = 0.93 accepts.
+    ours, ref = _both(bugs.ratio_other_draft_logits, [[0.5, 0.5, 0], [0, 0, 1]], [[0.9, 0.1, 0]], [0], [0.7, 0.5])
+    assert ref == [1] and ours == [0, 2]
+
+
+def _at_drafted_token():
+    # Reject d = 0 (ratio 1/3). Residual [0, .1, .3]: u = 0.3 -> token 2; p without d [0, .3, .5]: -> token 1.
+    target = [[0.2, 0.3, 0.5], [1, 0, 0]]
+    ours, ref = _both(bugs.residual_at_drafted_token, target, [[0.6, 0.2, 0.2]], [0], [0.5, 0.3])
+    assert ref == [2] and ours == [1]
+
+
+def _paired_by_position():
+    # Residual [0, .1, .3]: u = 0.1 -> token 1; max(0, p - roll(q)) = [0, 0, .3] -> token 2.
+    target = [[0.2, 0.3, 0.5], [1, 0, 0]]
+    ours, ref = _both(bugs.residual_paired_by_position, target, [[0.6, 0.2, 0.2]], [0], [0.5, 0.1])
+    assert ref == [1] and ours == [2]
+
+
+def _u_zero():
+    # p(d) = 0: the reference never accepts, even at u = 0; the coarse uniform floors 0.001 to 0 and `<=` accepts.
+    ours, ref = _both(bugs.u_zero_accepts_zero_prob, [[1, 0], [1, 0]], [[0.5, 0.5]], [1], [0.001, 0.5])
+    assert ref == [0] and ours == [1, 0]
+    _, ref_at_zero = _both(bugs.u_zero_accepts_zero_prob, [[1, 0], [1, 0]], [[0.5, 0.5]], [1], [0.0, 0.5])
+    assert ref_at_zero == [0]
+
+
+def _nan_ratio():
+    ours, ref = _both(bugs.nan_ratio_accepted, [[1, 0], [1, 0]], [[0.5, 0.5]], [1], [0.9, 0.5])
+    assert ref == [0] and ours == [1, 0]
+
+
+def _empty_residual():
+    # Near-equal rows: ratio 0.9998 rejects at u = 0.9999; the residual's mass is 1e-4.
+    target = [[0.5001, 0.4999], [0.5, 0.5]]
+    ours, ref = _both(bugs.empty_residual_out_of_vocab, target, [[0.5, 0.5]], [1], [0.9999, 0.5])
+    assert ref == [0] and ours == [2]
+
+
+def _softmax_residual():
+    # Residual [0, .5, 0] -> token 1; softmax([0, .5, 0]) puts 0.27 on token 2, which has p = 0.
+    ours, ref = _both(bugs.softmax_residual, [[0.5, 0.5, 0], [1, 0, 0]], [[1, 0, 0]], [0], [0.9, 0.9])
+    assert ref == [1] and ours == [2]
+
+
+def _floor():
+    # clamp(min=1e-4) gives token 2 (p = 0) the top 1e-4 of the residual's mass; u = 0.99999 lands there.
+    ours, ref = _both(bugs.residual_floor_eps, [[0.5, 0.5, 0], [1, 0, 0]], [[1, 0, 0]], [0], [0.9, 0.99999])
+    assert ref == [1] and ours == [2]
+
+
+_CHAIN_TARGET = [[0.5, 0.5], [0.5, 0.5], [1, 0]]
+_CHAIN_DRAFT = [[1, 0], [0.5, 0.5]]  # d_1 = 0 is rejected at u = 0.9 (ratio 0.5); d_2 = 0 is always accepted
+
+
+def _continue_after_reject():
+    ours, ref = _both(bugs.continue_after_reject, _CHAIN_TARGET, _CHAIN_DRAFT, [0, 0], [0.9, 0.1, 0.5])
+    assert ref == [1] and ours == [1, 0, 0]  # a correction, then a draft: the prefix is not the drafts
+
+
+def _count_all_accepts():
+    ours, ref = _both(bugs.count_all_accepts, _CHAIN_TARGET, _CHAIN_DRAFT, [0, 0], [0.9, 0.1, 0.5])
+    assert ref == [1] and ours[0] == 0 and len(ours) == 2  # the rejected d_1 is emitted
+
+
+def _bonus_wrong_row():
+    ours, ref = _both(bugs.bonus_wrong_row, [[1, 0], [0, 1]], [[1, 0]], [0], [0.5, 0.5])
+    assert ref == [0, 1] and ours == [0, 0]
+
+
+def _bonus_missing():
+    ours, ref = _both(bugs.bonus_missing, [[1, 0], [0, 1]], [[1, 0]], [0], [0.5, 0.5])
+    assert ref == [0, 1] and ours == [0]
+
+
+def _placeholder():
+    target, draft, tokens, uniforms = _case(
+        [[1, 0, 0], [0, 0, 1], [0, 1, 0]], [[1, 0, 0], [0, 0, 1]], [0, -1], [0.5] * 3
+    )
+    num_draft = torch.tensor([1])
+    ref = _reference(target, draft, tokens, uniforms, num_draft=num_draft)[0].tolist()
+    ours = bugs.placeholder_as_index(target, draft, tokens, None, num_draft=num_draft, uniforms=uniforms)[0].tolist()
+    assert ref == [0, 2, -1] and ours == [0, 2, 1]  # 3 tokens from a row with 1 draft
+
+
+def _point_mass():
+    ours, ref = _both(bugs.point_mass_keeps_draft, [[0.5, 0.5], [1, 0]], None, [0], [0.9, 0.1])
+    assert ref == [1] and ours == [0]  # the rejected draft comes back as the correction
+
+
+def _shared_positions():
+    ours, ref = _both(bugs.shared_uniform_positions, _CHAIN_TARGET, [[1, 0], [1, 0]], [0, 0], [0.1, 0.9, 0.5])
+    assert ref == [0, 1] and ours == [0, 0, 0]
+
+
+def _equal_rows_case(batch=64, vocab_size=8):
+    target = torch.full((batch, 2, vocab_size), 1 / vocab_size, dtype=torch.float64)
+    tokens = torch.zeros(batch, 1, dtype=torch.int64)
+    return target, target[:, :1].clone(), tokens
+
+
+def _shared_rows():
+    # 64 identical rows; the bonus is uniform over 8 ids. Correct engines repeat a row with probability 8^-63.
+    case = _equal_rows_case()
+    ours = bugs.shared_uniform_rows(*case, torch.Generator().manual_seed(1))
+    ref = reference_adapter().verify(*case, torch.Generator().manual_seed(1))
+    assert (ours == ours[:1]).all() and not (ref == ref[:1]).all()
+
+
+def _seed_ignored():
+    # Same seed twice; the mutant's two outputs agree with probability 8^-64 (its seed comes from the OS).
+    case = _equal_rows_case()
+    first, second = (bugs.seed_ignored(*case, torch.Generator().manual_seed(7)) for _ in range(2))
+    ref_first, ref_second = (reference_adapter().verify(*case, torch.Generator().manual_seed(7)) for _ in range(2))
+    assert torch.equal(ref_first, ref_second) and not torch.equal(first, second)
+
+
+def _batch_composition():
+    sampled = ([[0.3, 0.7], [0.5, 0.5]], [[0.6, 0.4]], [0], [0.1, 0.9])  # ratio 0.5: u = 0.1 accepts d = 0
+    greedy = ([[1, 0], [1, 0]], [[1, 0]], [0], [0.1, 0.9])
+    alone = bugs.batch_composition(*_case(*sampled)[:3], None, uniforms=_case(*sampled)[3])
+    cases = [_case(*sampled), _case(*greedy)]
+    mixed_inputs = [torch.cat([c[i] for c in cases]) for i in range(4)]
+    mixed = bugs.batch_composition(*mixed_inputs[:3], None, uniforms=mixed_inputs[3])
+    assert alone[0].tolist() == _reference(*_case(*sampled))[0].tolist() == [0, 1]
+    assert mixed[0].tolist() == [1, -1]  # the same row, verified greedily because a greedy row joined the batch
+
+
+BUG_TESTS = {
+    "verify_ignores_temperature": _temperature,
+    "verify_ignores_top_k": _top_k,
+    "greedy_verification": _greedy,
+    "ratio_other_draft_logits": _other_logits,
+    "residual_at_drafted_token": _at_drafted_token,
+    "residual_paired_by_position": _paired_by_position,
+    "u_zero_accepts_zero_prob": _u_zero,
+    "nan_ratio_accepted": _nan_ratio,
+    "empty_residual_out_of_vocab": _empty_residual,
+    "softmax_residual": _softmax_residual,
+    "residual_floor_eps": _floor,
+    "continue_after_reject": _continue_after_reject,
+    "count_all_accepts": _count_all_accepts,
+    "bonus_wrong_row": _bonus_wrong_row,
+    "bonus_missing": _bonus_missing,
+    "placeholder_as_index": _placeholder,
+    "point_mass_keeps_draft": _point_mass,
+    "shared_uniform_positions": _shared_positions,
+    "shared_uniform_rows": _shared_rows,
+    "seed_ignored": _seed_ignored,
+    "batch_composition": _batch_composition,
+}
+
+
+def test_each_mutant_has_its_bug():
+    for name, check in BUG_TESTS.items():
+        try:
+            check()
+        except AssertionError as error:
+            raise AssertionError(f"mutant {name} does not show its bug") from error
+
+
+# --- the law of the first token, by midpoint quadrature over (d_1, u_0, u_1) ---
+
+QUADRATURE_STEPS = 200  # per uniform
+# The midpoint rule misplaces each step of an indicator in u by at most 1/(2k); per drafted token the first token
+# crosses 1 accept threshold and at most V - 1 draw thresholds, so the TV error is at most V / 400 = 0.0075 at V = 3.
+QUADRATURE_TOLERANCE = 0.0075
+
+
+def _first_token_law(verify, target, draft, vocab_size):
+    """Exact-up-to-quadrature law of the first emitted token for g = 1, drafts d ~ q."""
+    k = QUADRATURE_STEPS
+    mid = (torch.arange(k, dtype=torch.float64) + 0.5) / k
+    u0, u1 = torch.meshgrid(mid, mid, indexing="ij")
+    uniforms = torch.stack([u0.reshape(-1), u1.reshape(-1)], dim=1)  # [k^2, 2]
+    law = torch.zeros(vocab_size, dtype=torch.float64)
+    for token in range(vocab_size):
+        if draft[0][token] == 0:
+            continue
+        batch = uniforms.shape[0]
+        target_probs = _t([target]).expand(batch, -1, -1)
+        draft_probs = _t([draft]).expand(batch, -1, -1)
+        tokens = torch.full((batch, 1), token)
+        first = verify(target_probs, draft_probs, tokens, None, uniforms=uniforms)[:, 0]
+        law += draft[0][token] * torch.bincount(first, minlength=vocab_size).double() / batch
+    return law
+
+
+_P = [[0.5, 0.3, 0.2], [0.2, 0.2, 0.6]]
+_Q = [[0.2, 0.2, 0.6]]  # TV(p, q) = 0.4: the rules below change the first-token law by far more than the error
+
+LOSSY_RULES = {
+    "typical_acceptance": lossy.typical_acceptance,
+    "lenient_acceptance": lossy.lenient_acceptance,
+    "assistant_ensemble": lossy.assistant_ensemble,
+    "sglang_threshold": lossy.sglang_threshold,
+}
+
+
+def _tv(law, row) -> float:
+    return 0.5 * float((law - _t(row)).abs().sum())
+
+
+def test_quadrature_recovers_p_for_the_exact_skeleton():
+    law = _first_token_law(lambda *a, uniforms: core.run(*a[:3], uniforms), _P, _Q, 3)
+    assert _tv(law, _P[0]) < QUADRATURE_TOLERANCE
+
+
+def test_lossy_rules_change_the_first_token_law():
+    for name, rule in LOSSY_RULES.items():
+        tv = _tv(_first_token_law(rule, _P, _Q, 3), _P[0])
+        assert tv > 4 * QUADRATURE_TOLERANCE, (name, tv)
+
+
+def test_one_hot_verification_keeps_the_law_but_not_the_acceptance_rate():
+    law = _first_token_law(bugs.drafts_as_one_hot, _P, _Q, 3)
+    assert _tv(law, _P[0]) < QUADRATURE_TOLERANCE
+    # Acceptance: sum_x min(p, q) = 0.6 for min(1, p/q); E_q[p(d)] = 0.28 for one-hot verification.
+    accept_exact = sum(min(p, q) for p, q in zip(_P[0], _Q[0], strict=True))
+    accept_one_hot = sum(p * q for p, q in zip(_P[0], _Q[0], strict=True))
+    assert abs(accept_exact - 0.6) < 1e-12 and abs(accept_one_hot - 0.28) < 1e-12
+    ours, ref = _both(bugs.drafts_as_one_hot, [[0.5, 0.5], [1, 0]], [[0.5, 0.5]], [0], [0.7, 0.5])
+    assert ref == [0, 0] and ours == [1]  # p = q is always accepted; one-hot verification rejects at u > p(d)
+
+
+# --- adapters ---
+
+
+def test_as_adapter_wraps_functions_objects_and_passes_adapters():
+    def my_verify(target_probs, draft_probs, draft_tokens, generator):
+        return None
+
+    plain = as_adapter(my_verify)
+    assert plain.name == "my_verify" and not (plain.ragged or plain.point_mass or plain.uniforms)
+    adapter = Adapter("x", my_verify, ragged=True)
+    assert as_adapter(adapter) is adapter and as_adapter(adapter, name="y").name == "y"
+    try:
+        as_adapter(42)
+    except ValueError as error:
+        assert "obj=42" in str(error)
+    else:
+        raise AssertionError("as_adapter(42) did not raise")
+
+
+def test_builtin_adapters_list_only_what_runs_here():
+    names = set(builtin_adapters())
+    assert {"reference", "batched", "transformers", "transformers-ensemble"} <= names
+    if not torch.cuda.is_available():
+        assert not names & {"vllm", "flashinfer", "sglang", "sglang-threshold"}
+    assert builtin_adapters()["transformers-ensemble"]().lossy
+    assert "global RNG" in builtin_adapters()["transformers"]().notes
+
+
+def test_contract_output_left_aligns_and_pads():
+    assert contract_output([[3], [1, 2, 0]], 2).tolist() == [[3, -1, -1], [1, 2, 0]]
+
+
+def test_reference_adapter_is_specref_reference_row_by_row():
+    target = [[[0.5, 0.5, 0], [0.2, 0.3, 0.5], [0.1, 0.1, 0.8]]] * 3
+    draft = [[[0.0, 0.5, 0.5], [0.3, 0.3, 0.4]]] * 3
+    tokens = [[1, 2], [2, 0], [1, 1]]
+    uniforms = [[0.9, 0.1, 0.3], [0.2, 0.6, 0.7], [0.4, 0.99, 0.05]]
+    num_draft = [2, 1, 0]
+    out = reference_adapter().verify(
+        _t(target), _t(draft), torch.tensor(tokens), None, uniforms=_t(uniforms), num_draft=torch.tensor(num_draft)
+    )
+    for b, n in enumerate(num_draft):
+        row_uniforms = uniforms[b][:n] + [uniforms[b][-1]]
+        if n:
+            expected = reference.verify(target[b][: n + 1], draft[b][:n], tokens[b][:n], Injected(row_uniforms))
+        else:  # no drafts: the bonus alone, the inverse CDF of p_1 = [.5, .5, 0] at u_g = 0.05
+            expected = [0]
+        assert out[b].tolist() == expected + [-1] * (3 - len(expected)), b
+
+
+def test_reference_adapter_draws_reproducibly_from_the_generator():
+    target = torch.full((16, 3, 5), 0.2, dtype=torch.float64)
+    tokens = torch.zeros(16, 2, dtype=torch.int64)
+    adapter = reference_adapter()
+    first, second = (adapter.verify(target, target[:, :2], tokens, torch.Generator().manual_seed(3)) for _ in range(2))
+    assert torch.equal(first, second)
+
+
+def _check_contract(out, draft_tokens):
+    batch, gamma = draft_tokens.shape
+    assert out.shape == (batch, gamma + 1) and out.dtype == torch.int64
+    emitted = (out >= 0).sum(1)
+    for b in range(batch):
+        n = int(emitted[b])
+        assert 1 <= n <= gamma + 1 and (out[b, n:] == -1).all() and (out[b, :n] >= 0).all()
+        assert out[b, : n - 1].tolist() == draft_tokens[b, : n - 1].tolist()
+
+
+def test_transformers_adapter_meets_the_contract():
+    generator = torch.Generator().manual_seed(11)
+    batch, gamma, vocab_size = 24, 3, 5
+    target = torch.rand(batch, gamma + 1, vocab_size, generator=generator).softmax(-1)
+    draft = torch.rand(batch, gamma, vocab_size, generator=generator).softmax(-1)
+    tokens = torch.multinomial(draft.view(-1, vocab_size), 1, generator=generator).view(batch, gamma)
+    global_state = torch.random.get_rng_state()
+    for adapter in (transformers_adapter(), transformers_ensemble_adapter()):
+        first = adapter.verify(target, draft, tokens, torch.Generator().manual_seed(5))
+        second = adapter.verify(target, draft, tokens, torch.Generator().manual_seed(5))
+        _check_contract(first, tokens)
+        assert torch.equal(first, second)  # seeded from the harness's generator
+    assert torch.equal(torch.random.get_rng_state(), global_state)  # the global RNG is left as it was
+
+
+def test_transformers_adapter_on_forced_cases():
+    # Row 0: q = p one-hot, so d_1 = 1 is accepted and the bonus is 2. Row 1: p(d_1) = 0, rejected, correction 0.
+    target = torch.tensor([[[0, 1.0, 0], [0, 0, 1.0]], [[1.0, 0, 0], [0, 0, 1.0]]])
+    draft = torch.tensor([[[0, 1.0, 0]], [[0, 1.0, 0]]])
+    tokens = torch.tensor([[1], [1]])
+    out = transformers_adapter().verify(target, draft, tokens, torch.Generator().manual_seed(0))
+    assert out.tolist() == [[1, 2], [0, -1]]

@@ -1,0 +1,212 @@
+"""The mutant catalogue: deliberately wrong verifiers, one per bug class seen in real engines (DESIGN.md), plus
+rules that are lossy by configuration. `nox -s mutants` runs the conformance suite on each and checks that the
+checks named in `caught_by` flag it.
+
+Kernel-level analogues. The verify contract hands a verifier the processed target law p, so a bug upstream of the
+kernel (temperature or top-k dropped on the verify path) is modelled by the kernel using another law on its verify
+rows (accept tests and residuals) while the bonus keeps p, as in the engines where the bonus sampler applied the
+processing and the rejection sampler did not. Each entry's description says what its verify function does.
+
+Each Mutant is also an adapter-shaped object (`specref.conformance.adapters.as_adapter(mutant)`): it declares
+ragged / point_mass when its bug lives there, and never uniforms (the harness runs mutants as black boxes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from . import bugs, lossy
+
+
+@dataclass
+class Mutant:
+    name: str
+    bug_class: str  # a heading of DESIGN.md's "Bug classes seen in real engines"
+    description: str
+    verify: Callable  # the verify contract
+    caught_by: list[str]  # conformance check names expected to flag it
+    lossy: bool = False  # lossy by configuration: report the TV, not a bug
+    reference: str = ""  # where the bug (or rule) was seen
+    ragged: bool = False  # declares num_draft (its bug is in the ragged path)
+    point_mass: bool = False  # declares draft_probs=None (its bug is in the point-mass path)
+    uniforms: bool = False
+
+    @property
+    def notes(self) -> str:
+        return f"mutant ({self.bug_class}): {self.description} [{self.reference}]"
+
+
+def _entry(verify, bug_class, caught_by, reference, **kwargs) -> Mutant:
+    description = " ".join(verify.__doc__.split())
+    return Mutant(verify.__name__, bug_class, description, verify, list(caught_by), reference=reference, **kwargs)
+
+
+_ENTRIES = [
+    _entry(
+        bugs.verify_ignores_temperature,
+        "Target law",
+        ["first_token_law", "joint_law", "correction_law", "reject_rate"],
+        "vLLM PR 10198",
+    ),
+    _entry(
+        bugs.verify_ignores_top_k,
+        "Target law",
+        ["t0_zero_prob_emitted", "first_token_law", "correction_law"],
+        "vLLM PR 38467; TensorRT-LLM PR 17701",
+    ),
+    _entry(
+        bugs.greedy_verification,
+        "Target law",
+        ["first_token_law", "joint_law", "reject_rate"],
+        "SGLang PR 39253",
+    ),
+    _entry(
+        bugs.ratio_other_draft_logits,
+        "Draft law",
+        ["first_token_law", "correction_law", "reject_rate"],
+        "transformers issue 47932 / PR 47961; issue 32867",
+    ),
+    _entry(
+        bugs.drafts_as_one_hot,
+        "Draft law",
+        ["reject_rate", "accepted_length_law", "mean_tau"],
+        "DESIGN.md: sampled drafts passed as one-hot",
+    ),
+    _entry(
+        bugs.residual_at_drafted_token,
+        "Draft law",
+        ["correction_law", "first_token_law"],
+        "DESIGN.md: residual taken only at the drafted token",
+    ),
+    _entry(
+        bugs.residual_paired_by_position,
+        "Draft law",
+        ["correction_law", "first_token_law"],
+        "DESIGN.md: residual entries paired by position instead of token id",
+    ),
+    _entry(
+        bugs.u_zero_accepts_zero_prob,
+        "Zero edges",
+        ["t0_zero_prob_emitted"],
+        "transformers _speculative_sampling (`r_i <= probability_ratio`); pytorch issue 16706 (rand returns 0)",
+    ),
+    _entry(
+        bugs.nan_ratio_accepted,
+        "Zero edges",
+        ["t0_zero_prob_emitted"],
+        "DESIGN.md: 0/0 gives NaN and the NaN is accepted",
+    ),
+    _entry(
+        bugs.empty_residual_out_of_vocab,
+        "Zero edges",
+        ["t0_valid_ids", "correction_law"],
+        "vLLM GHSA-8wr5-jm2h-8r4f",
+    ),
+    _entry(
+        bugs.softmax_residual,
+        "Residual normalisation",
+        ["t0_zero_prob_emitted", "correction_law", "first_token_law"],
+        "transformers PR 28508",
+    ),
+    _entry(
+        bugs.residual_floor_eps,
+        "Residual normalisation",
+        ["t0_zero_prob_emitted", "correction_law"],
+        "DESIGN.md: clamp(min=eps) leaks mass to p = 0 tokens",
+    ),
+    _entry(
+        bugs.continue_after_reject,
+        "Control flow",
+        ["t0_prefix_is_drafts"],
+        "DESIGN.md: acceptance continues after the first rejection",
+    ),
+    _entry(
+        bugs.count_all_accepts,
+        "Metrics",
+        ["first_token_law", "joint_law", "accepted_length_law", "mean_tau"],
+        "FlashInfer chain_speculative_sampling accepted_token_num (by design, as a metric)",
+    ),
+    _entry(
+        bugs.bonus_wrong_row,
+        "Control flow",
+        ["bonus_law"],
+        "DESIGN.md: bonus token drawn from the wrong row",
+    ),
+    _entry(
+        bugs.bonus_missing,
+        "Control flow",
+        ["accepted_length_law", "mean_tau", "bonus_law"],
+        "DESIGN.md: bonus missing after all accepts",
+    ),
+    _entry(
+        bugs.placeholder_as_index,
+        "Control flow",
+        ["ragged_law"],
+        "DESIGN.md: -1 placeholder drafts used as indices (vLLM PLACEHOLDER_TOKEN_ID)",
+        ragged=True,
+    ),
+    _entry(
+        bugs.point_mass_keeps_draft,
+        "Draft law",
+        ["point_mass_law"],
+        "DESIGN.md: point-mass drafts (ngram / prompt-lookup proposers)",
+        point_mass=True,
+    ),
+    _entry(
+        bugs.shared_uniform_positions,
+        "Randomness",
+        ["accepted_length_law", "joint_law", "mean_tau"],
+        "DESIGN.md: one uniform shared across positions",
+    ),
+    _entry(
+        bugs.shared_uniform_rows,
+        "Randomness",
+        ["row_independence"],
+        "DESIGN.md: one uniform shared across rows",
+    ),
+    _entry(
+        bugs.seed_ignored,
+        "Randomness",
+        ["reproducibility"],
+        "DESIGN.md: seeds ignored",
+    ),
+    _entry(
+        bugs.batch_composition,
+        "Randomness",
+        ["batch_composition"],
+        "vLLM PR 41044",
+    ),
+    _entry(
+        lossy.typical_acceptance,
+        "Lossy by configuration",
+        ["first_token_law", "joint_law"],
+        "Medusa typical acceptance (posterior_threshold 0.09, posterior_alpha 0.3)",
+        lossy=True,
+    ),
+    _entry(
+        lossy.lenient_acceptance,
+        "Lossy by configuration",
+        ["first_token_law", "joint_law", "reject_rate"],
+        "lenient acceptance, lenience 0.8",
+        lossy=True,
+    ),
+    _entry(
+        lossy.assistant_ensemble,
+        "Lossy by configuration",
+        ["first_token_law", "joint_law", "reject_rate"],
+        "transformers assistant_ensemble_weight = 0.5 (DIVERSE)",
+        lossy=True,
+    ),
+    _entry(
+        lossy.sglang_threshold,
+        "Lossy by configuration",
+        ["first_token_law", "joint_law"],
+        "SGLang threshold_acc = 0.5 (speculative_accept_threshold_acc)",
+        lossy=True,
+    ),
+]
+
+CATALOGUE: dict[str, Mutant] = {mutant.name: mutant for mutant in _ENTRIES}
+
+__all__ = ["CATALOGUE", "Mutant"]

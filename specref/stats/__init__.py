@@ -1,0 +1,57 @@
+"""Statistics for specref's checks: goodness of fit, rates, means, power design and the error budget.
+
+Every check returns a CheckResult with its alpha and its power statement (the TV, rate or mean shift it detects
+with probability 1 - beta). Distributions all come from scipy.stats.
+
+  merging   bins merged by expected counts only; hidden_mass bounds the TV merging can hide
+  power     min_num_samples_* / min_detectable_* (worst-case noncentrality lambda = 4 N d^2 for chi-square)
+  gof       chisquare_gof, discrete_law and their assert_ forms
+  rates     binomial_rate, mean_ci and their assert_ forms
+  budget    ErrorBudget: Bonferroni split and Holm step-down
+  record    CheckResult, JSON-safe via to_dict()
+"""
+
+from __future__ import annotations
+
+from .budget import ErrorBudget
+from .gof import assert_chisquare_gof, assert_discrete_law, chisquare_gof, default_min_expected, discrete_law
+from .merging import merge_bins
+from .power import (
+    binomial_power,
+    binomial_rejection_region,
+    min_detectable_diff_binomial,
+    min_detectable_shift_mean,
+    min_detectable_tv_chisquare,
+    min_num_samples_binomial,
+    min_num_samples_chisquare,
+    min_num_samples_mean,
+    noncentrality_for_power,
+)
+from .rates import assert_binomial_rate, assert_mean_ci, binomial_rate, mean_ci, moments
+from .record import CheckResult, require
+
+__all__ = [
+    "CheckResult",
+    "ErrorBudget",
+    "assert_binomial_rate",
+    "assert_chisquare_gof",
+    "assert_discrete_law",
+    "assert_mean_ci",
+    "binomial_power",
+    "binomial_rejection_region",
+    "binomial_rate",
+    "chisquare_gof",
+    "default_min_expected",
+    "discrete_law",
+    "mean_ci",
+    "merge_bins",
+    "min_detectable_diff_binomial",
+    "min_detectable_shift_mean",
+    "min_detectable_tv_chisquare",
+    "min_num_samples_binomial",
+    "min_num_samples_chisquare",
+    "min_num_samples_mean",
+    "moments",
+    "noncentrality_for_power",
+    "require",
+]

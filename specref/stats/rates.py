@@ -1,0 +1,160 @@
+"""Rate and mean checks: the exact binomial test for a rate (reject rate = Z) and a confidence-interval test for a
+mean (tau)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.stats import beta as beta_law
+from scipy.stats import binomtest, norm, t
+
+from ._args import check_count, check_level, check_positive, check_rate
+from .power import min_detectable_diff_binomial, min_detectable_shift_mean
+from .record import CheckResult, require
+
+
+def binomial_rate(
+    successes: int, trials: int, p0: float, *, alpha: float, name: str = "binomial", beta: float = 1e-3
+) -> CheckResult:
+    """Two-sided exact binomial test (scipy.stats.binomtest) of successes out of trials against rate p0.
+
+    detectable_tv is the smallest |p - p0| detected with power 1 - beta, computed exactly (power.py).
+    """
+    trials = check_count("trials", trials, minimum=1)
+    successes = check_count("successes", successes)
+    if successes > trials:
+        raise ValueError(f"successes={successes} exceeds trials={trials}")
+    p0, alpha, beta = check_rate("p0", p0), check_level("alpha", alpha), check_level("beta", beta)
+    p_value = float(binomtest(successes, trials, p0, alternative="two-sided").pvalue)
+    # Clopper-Pearson (exact) 1 - alpha interval, the same as binomtest's proportion_ci(method="exact"), faster
+    ci_low = float(beta_law.ppf(alpha / 2, successes, trials - successes + 1)) if successes > 0 else 0.0
+    ci_high = float(beta_law.isf(alpha / 2, successes + 1, trials - successes)) if successes < trials else 1.0
+    details = {
+        "test": "exact two-sided binomial test (scipy.stats.binomtest)",
+        "distance": "|p - p0|",
+        "beta": beta,
+        "successes": successes,
+        "rate": successes / trials,
+        "p0": p0,
+        "ci_low": ci_low,
+        "ci_high": ci_high,
+    }
+    detectable = min_detectable_diff_binomial(trials, p0, alpha, beta)
+    return CheckResult(name, float(successes), 1, p_value, trials, alpha, detectable, p_value > alpha, 0.0, details)
+
+
+def assert_binomial_rate(successes: int, trials: int, p0: float, *, alpha: float, **kwargs) -> CheckResult:
+    """binomial_rate, raising AssertionError with a readable explanation when the check fails."""
+    return require(binomial_rate(successes, trials, p0, alpha=alpha, **kwargs))
+
+
+def moments(values, probs) -> tuple[float, float]:
+    """(mean, variance) of a finite law: values[i] with probability probs[i]; e.g. tau = A + 1 from the length law."""
+    values, probs = np.asarray(values, dtype=np.float64), np.asarray(probs, dtype=np.float64)
+    if values.shape != probs.shape:
+        raise ValueError(f"values has shape {values.shape} but probs has shape {probs.shape}")
+    mean = float(np.dot(values, probs))
+    return mean, float(np.dot((values - mean) ** 2, probs))
+
+
+def _summary(samples, summary) -> tuple[int, float, float]:
+    """(count, mean, sample variance with ddof=1) from samples or from summary = (count, total, total_of_squares)."""
+    if (samples is None) == (summary is None):
+        raise ValueError("give exactly one of samples or summary=(count, total, total_of_squares)")
+    if samples is not None:
+        array = np.asarray(samples, dtype=np.float64)
+        if array.ndim != 1 or array.size < 2 or not np.all(np.isfinite(array)):
+            raise ValueError(f"samples must be a 1-D array of >= 2 finite numbers; got shape {array.shape}")
+        return int(array.size), float(array.mean()), float(array.var(ddof=1))
+    count, total, total_sq = summary
+    count = check_count("summary count", count, minimum=2)
+    mean = total / count
+    return count, float(mean), float(max(0.0, (total_sq - count * mean * mean) / (count - 1)))
+
+
+def mean_ci(
+    samples=None,
+    *,
+    expected_mean: float,
+    alpha: float,
+    name: str = "mean",
+    summary: tuple | None = None,
+    known_variance: float | None = None,
+    bounds: tuple[float, float] | None = None,
+    method: str | None = None,
+    beta: float = 1e-3,
+) -> CheckResult:
+    """Test whether the mean of i.i.d. samples equals expected_mean, by a (1 - alpha) confidence interval.
+
+    method (recorded in details["method"]):
+      "z"          normal interval with the known variance (CLT; e.g. Var(tau) from the accepted-length law);
+                   the default when known_variance is given;
+      "t"          Student t interval with the sample variance; the default otherwise;
+      "hoeffding"  exact, non-asymptotic interval for variables in bounds = (lo, hi) (Hoeffding's inequality):
+                   half-width (hi - lo) sqrt(log(2 / alpha) / (2 n)); conservative, needs no variance.
+    The check fails when expected_mean lies outside the interval (p_value <= alpha). detectable_tv is the mean shift
+    detected with power 1 - beta: (z_{a/2} + z_b) sigma / sqrt(n) for z and t (t with the sample sigma), and
+    (hi - lo) (sqrt(log(2/alpha)/(2n)) + sqrt(log(1/beta)/(2n))) for Hoeffding.
+    """
+    alpha, beta = check_level("alpha", alpha), check_level("beta", beta)
+    if (
+        isinstance(expected_mean, bool)
+        or not isinstance(expected_mean, (int, float))
+        or not math.isfinite(expected_mean)
+    ):
+        raise ValueError(f"expected_mean={expected_mean!r} must be a finite real number")
+    n, mean, sample_variance = _summary(samples, summary)
+    method = method or ("z" if known_variance is not None else "t")
+    shift = mean - expected_mean
+    if method == "z":
+        if known_variance is None:
+            raise ValueError("method='z' needs known_variance")
+        sigma = math.sqrt(check_positive("known_variance", known_variance))
+        statistic = shift / (sigma / math.sqrt(n))
+        p_value = float(2.0 * norm.sf(abs(statistic)))
+        half_width = float(norm.isf(alpha / 2) * sigma / math.sqrt(n))
+        detectable = min_detectable_shift_mean(n, sigma, alpha, beta)
+        df = 0
+    elif method == "t":
+        sigma = math.sqrt(sample_variance)
+        if sigma == 0:
+            statistic, p_value = (0.0, 1.0) if shift == 0 else (math.copysign(math.inf, shift), 0.0)
+        else:
+            statistic = shift / (sigma / math.sqrt(n))
+            p_value = float(2.0 * t.sf(abs(statistic), n - 1))
+        half_width = float(t.isf(alpha / 2, n - 1) * sigma / math.sqrt(n))
+        detectable = min_detectable_shift_mean(n, sigma, alpha, beta) if sigma > 0 else 0.0
+        df = n - 1
+    elif method == "hoeffding":
+        if bounds is None:
+            raise ValueError("method='hoeffding' needs bounds=(lo, hi)")
+        lo, hi = (float(b) for b in bounds)
+        if not hi > lo:
+            raise ValueError(f"bounds={bounds!r} must satisfy lo < hi")
+        width = hi - lo
+        statistic = shift
+        p_value = float(min(1.0, 2.0 * math.exp(-2.0 * n * shift * shift / (width * width))))
+        half_width = width * math.sqrt(math.log(2.0 / alpha) / (2.0 * n))
+        detectable = half_width + width * math.sqrt(math.log(1.0 / beta) / (2.0 * n))
+        df = 0
+    else:
+        raise ValueError(f"method={method!r} must be 'z', 't' or 'hoeffding'")
+    details = {
+        "test": f"{1 - alpha:.6g} confidence interval for the mean",
+        "method": method,
+        "distance": "|mean shift|",
+        "beta": beta,
+        "mean": mean,
+        "expected_mean": float(expected_mean),
+        "sample_variance": sample_variance,
+        "ci_low": mean - half_width,
+        "ci_high": mean + half_width,
+    }
+    if known_variance is not None:
+        details["known_variance"] = float(known_variance)
+    return CheckResult(name, float(statistic), df, p_value, n, alpha, float(detectable), p_value > alpha, 0.0, details)
+
+
+def assert_mean_ci(samples=None, *, expected_mean: float, alpha: float, **kwargs) -> CheckResult:
+    return require(mean_ci(samples, expected_mean=expected_mean, alpha=alpha, **kwargs))
