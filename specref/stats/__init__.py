@@ -6,6 +6,7 @@ with probability 1 - beta). Distributions all come from scipy.stats.
   merging   bins merged by expected counts only; hidden_mass bounds the TV merging can hide
   power     min_num_samples_* / min_detectable_* (worst-case noncentrality lambda = 4 N d^2 for chi-square)
   gof       chisquare_gof, discrete_law and their assert_ forms
+  strata    chisquare_strata: one chi-square over strata with their own expected laws
   rates     binomial_rate, mean_ci and their assert_ forms
   budget    ErrorBudget: Bonferroni split and Holm step-down
   record    CheckResult, JSON-safe via to_dict()
@@ -29,6 +30,7 @@ from .power import (
 )
 from .rates import assert_binomial_rate, assert_mean_ci, binomial_rate, mean_ci, moments
 from .record import CheckResult, require
+from .strata import chisquare_strata
 
 __all__ = [
     "CheckResult",
@@ -41,6 +43,7 @@ __all__ = [
     "binomial_rejection_region",
     "binomial_rate",
     "chisquare_gof",
+    "chisquare_strata",
     "default_min_expected",
     "discrete_law",
     "mean_ci",

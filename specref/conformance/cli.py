@@ -1,0 +1,245 @@
+"""`specref conform`: check one implementation from the command line.
+
+    specref conform IMPL [--seed N] [--budget-seconds S] [--report DIR] [--json FILE]
+    specref conform --list
+
+IMPL is a built-in name (`specref conform --list`), `package.module:attr` or `path/to/file.py:attr`; the attribute
+(dotted paths allowed) is a verify function or an adapter object declaring its capabilities. Exit codes: 0
+conforming; 1 non-conforming (a check failed, the adapter raised, hung or returned malformed output, or the rule is
+lossy by configuration); 2 usage error.
+
+Extensions of the public CLI (DESIGN.md): --alpha (the run's family-wise false-alarm probability, default 1e-3),
+--scenarios a,b (run only these scenarios), --no-plots (skip the PNGs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import inspect
+import os
+import re
+import sys
+from pathlib import Path
+
+EXIT_CONFORMING, EXIT_NON_CONFORMING, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """A problem with what the user asked for (exit 2), as opposed to a verdict on the implementation."""
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    """Register `conform` on the `specref` subparsers."""
+    p = sub.add_parser(
+        "conform",
+        help="check an implementation against exact speculative sampling",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("impl", nargs="?", metavar="IMPL", help="built-in name, package.module:attr or path/file.py:attr")
+    p.add_argument("--list", action="store_true", help="list the built-in implementations and exit")
+    p.add_argument("--seed", type=int, default=0, help="seed of the scenarios and generators (default 0)")
+    p.add_argument("--budget-seconds", type=float, default=300.0, metavar="S",
+                   help="time budget; N per check is sized to it (default 300)")  # fmt: skip
+    p.add_argument("--report", metavar="DIR", help="report folder (default reports/<impl>/)")
+    p.add_argument("--json", metavar="FILE", help="also write report.json here ('-' for stdout)")
+    p.add_argument("--alpha", type=float, default=1e-3,
+                   help="extension: family-wise false-alarm probability of the run (default 1e-3)")  # fmt: skip
+    p.add_argument("--scenarios", metavar="A,B", help="extension: run only these scenarios (comma-separated)")
+    p.add_argument("--no-plots", action="store_true", help="extension: write no PNG plots")
+    p.set_defaults(func=conform)
+    return p
+
+
+def conform(args: argparse.Namespace) -> int:
+    try:
+        if args.list:
+            print(list_builtins())
+            return EXIT_CONFORMING
+        if not args.impl:
+            raise UsageError("IMPL is required (a built-in name, package.module:attr or path/file.py:attr); "
+                             "see `specref conform --list`")  # fmt: skip
+        if not args.budget_seconds > 0:
+            raise UsageError(f"--budget-seconds={args.budget_seconds!r} must be > 0")
+        if not 0 < args.alpha < 1:
+            raise UsageError(f"--alpha={args.alpha!r} must lie in (0, 1)")
+        adapter, label = resolve(args.impl)
+        scenarios = select_scenarios(adapter, args.scenarios)
+    except UsageError as error:
+        print(f"specref conform: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    return run_and_report(
+        adapter,
+        spec=args.impl,
+        out_dir=args.report or os.path.join("reports", label),
+        json_file=args.json,
+        seed=args.seed,
+        budget_seconds=args.budget_seconds,
+        alpha=args.alpha,
+        scenarios=scenarios,
+        plots=not args.no_plots,
+    )
+
+
+def run_and_report(adapter, *, spec, out_dir, json_file=None, seed=0, budget_seconds=300.0, alpha=1e-3,
+                   scenarios=None, plots=True, stream=None) -> int:  # fmt: skip
+    """Run, write the report folder, print a compact summary; returns the exit code."""
+    from . import run
+    from .render import write_report
+    from .report import CONFORMING, LOSSY
+
+    stream = stream or sys.stdout
+    with ProgressBar(adapter.name, budget_seconds) as bar:
+        report = run(adapter, seed=seed, budget_seconds=budget_seconds, alpha=alpha, scenarios=scenarios,
+                     progress=bar.update)  # fmt: skip
+    paths = write_report(report, out_dir, spec=spec, plots=plots)
+    if json_file == "-":
+        print(Path(paths["json"]).read_text(), file=stream)
+    elif json_file:
+        Path(json_file).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_file).write_text(Path(paths["json"]).read_text())
+    print(report.summary(), file=stream)
+    if report.verdict == LOSSY:
+        print("  exit 1: lossy by configuration (the rule does not keep the target law, by design; not a crash)",
+              file=stream)  # fmt: skip
+    print(f"  report: {paths['md']}", file=stream)
+    return EXIT_CONFORMING if report.verdict == CONFORMING else EXIT_NON_CONFORMING
+
+
+def list_builtins() -> str:
+    from .adapters import builtin_adapters
+
+    lines = ["built-in implementations (specref conform NAME):"]
+    for name, factory in builtin_adapters().items():
+        adapter = factory()
+        lossy = " [lossy by configuration]" if adapter.lossy else ""
+        lines.append(f"  {name:<22} {adapter.notes.split(';')[0].split('. ')[0]}{lossy}")
+    lines.append("GPU-only peers (vllm, flashinfer, sglang) are listed only where their package imports and CUDA "
+                 "is present.")  # fmt: skip
+    return "\n".join(lines)
+
+
+# --- resolving IMPL ------------------------------------------------------------------------------------------------
+
+
+def resolve(spec: str):
+    """(Adapter, report-folder label) for IMPL; raises UsageError with a clear message."""
+    from .adapters import Adapter, as_adapter, builtin_adapters
+
+    builtins = builtin_adapters()
+    if spec in builtins:
+        return builtins[spec](), spec
+    if ":" not in spec:
+        raise UsageError(f"IMPL={spec!r} is not a built-in ({', '.join(builtins)}) and has no ':attr' part; use "
+                         "package.module:attr or path/to/file.py:attr")  # fmt: skip
+    where, attr = spec.rsplit(":", 1)
+    if not where or not attr:
+        raise UsageError(f"IMPL={spec!r}: both sides of ':' must be non-empty")
+    module = _load_file(where) if where.endswith(".py") or os.sep in where else _import(where)
+    obj = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise UsageError(f"IMPL={spec!r}: {where} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if inspect.isclass(obj) and not issubclass(obj, Adapter):
+        raise UsageError(f"IMPL={spec!r} is a class; point at a verify function or an adapter instance")
+    try:
+        adapter = as_adapter(obj)
+    except ValueError as error:
+        raise UsageError(f"IMPL={spec!r}: {error}") from None
+    _check_signature(adapter.verify, spec)
+    stem = Path(where).stem if where.endswith(".py") else where.rsplit(".", 1)[-1]
+    label = adapter.name if adapter.name not in (attr, "verify", "function") else f"{stem}.{attr}"
+    return adapter, re.sub(r"[^A-Za-z0-9_.-]+", "-", label)
+
+
+def _import(module_name: str):
+    if os.getcwd() not in sys.path:  # as `python -m` would: modules in the working directory are importable
+        sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.import_module(module_name)
+    except Exception as error:  # noqa: BLE001 -- any import failure is the user's to fix: exit 2 with the cause
+        raise UsageError(f"cannot import {module_name!r}: {type(error).__name__}: {error}") from None
+
+
+def _load_file(path: str):
+    file = Path(path)
+    if not file.is_file():
+        raise UsageError(f"IMPL file {path!r} does not exist")
+    name = "specref_impl_" + re.sub(r"\W", "_", file.stem)
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:
+        raise UsageError(f"cannot load {path!r} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(file.resolve().parent))  # its sibling modules are importable, as under `python file.py`
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:  # noqa: BLE001
+        raise UsageError(f"cannot import {path!r}: {type(error).__name__}: {error}") from None
+    return module
+
+
+def _check_signature(verify, spec: str) -> None:
+    try:
+        signature = inspect.signature(verify)
+    except (TypeError, ValueError):
+        return  # builtins and C extensions: let the calls tell
+    try:
+        signature.bind(None, None, None, None)
+    except TypeError:
+        raise UsageError(f"IMPL={spec!r}: verify{signature} cannot be called as verify(target_probs, draft_probs, "
+                         "draft_tokens, generator)") from None  # fmt: skip
+
+
+def select_scenarios(adapter, names: str | None) -> list[str] | None:
+    """The --scenarios list, validated against the scenarios the adapter's capabilities allow."""
+    if names is None:
+        return None
+    from .runner import scenarios_for
+    from .scenarios import SCENARIOS
+
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    allowed = {s.name for s in scenarios_for(adapter)}
+    for name in wanted:
+        if name not in SCENARIOS:
+            raise UsageError(f"--scenarios: {name!r} is unknown; known: {', '.join(SCENARIOS)}")
+        if name not in allowed:
+            raise UsageError(f"--scenarios: {name!r} needs a capability {adapter.name!r} does not declare")
+    if not wanted:
+        raise UsageError("--scenarios is empty")
+    return wanted
+
+
+# --- progress ------------------------------------------------------------------------------------------------------
+
+
+class ProgressBar:
+    """A tqdm bar on stderr fed by run(progress=...); silent when stderr is not a terminal."""
+
+    def __init__(self, name: str, budget_seconds: float):
+        self.name, self.budget_seconds, self.bar = name, budget_seconds, None
+
+    def __enter__(self) -> ProgressBar:
+        if sys.stderr.isatty():
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                return self
+            layout = "{desc:<40.40} {percentage:3.0f}%|{bar}| {elapsed} of ~" + f"{self.budget_seconds:.0f}s"
+            self.bar = tqdm(total=100, desc=self.name, file=sys.stderr, leave=False, bar_format=layout)
+        return self
+
+    def update(self, message: str, fraction: float) -> None:
+        if self.bar is not None:
+            self.bar.set_description_str(f"{self.name}: {message}", refresh=False)
+            self.bar.update(max(0.0, 100 * fraction - self.bar.n))
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+__all__ = ["add_parser", "conform", "list_builtins", "resolve", "run_and_report", "select_scenarios"]

@@ -1,0 +1,340 @@
+"""Rendering a conformance Report: report.md, report.json and PNG plots in reports/<impl>/, and reports/index.md.
+
+    paths = write_report(report, "reports/batched", spec="batched")
+    write_index("reports")   # rebuilt from every reports/**/report.json present
+
+report.md holds the verdict, the failures with a snippet that rebuilds the failing inputs, the table of T2 checks
+(what each tests, statistic, p-value, alpha, N, detectable TV, verdict) and the T0 checks aggregated by kind.
+The plots compare observed with expected frequencies inside pointwise 99.9% bands (expected +- 3.29 binomial
+standard deviations): the first-token law, the accepted-length law, and the reject rate by position against Z.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from .checks import DESCRIPTIONS
+from .report import Report, kind_of
+
+#: Half-width of the plots' pointwise bands, in binomial standard deviations (two-sided 99.9%).
+BAND_Z = 3.29
+#: Scenarios per plot grid; the rest are left out of the PNGs (report.json keeps every series).
+PLOT_MAX_PANELS = 16
+PLOT_CHECKS = {
+    "first": ("first_token_law", "batch_composition", "point_mass_law"),
+    "length": ("accepted_length_law", "ragged_law"),
+    "reject": ("reject_rate",),
+}
+PLOT_FILES = {"first": "first_token.png", "length": "accepted_length.png", "reject": "reject_rate.png"}
+
+
+def write_report(report: Report, out_dir: str | os.PathLike, *, spec: str | None = None, plots: bool = True) -> dict:
+    """Write report.md, report.json and (plots=True) the PNGs into out_dir; returns {kind: path}.
+
+    spec: how the implementation was named on the command line (`batched`, `pkg.mod:attr`, `file.py:attr`); it goes
+    into report.json and into the reproduction snippets of report.md.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    record = report.to_dict()
+    record["spec"] = spec
+    paths = {"json": out / "report.json", "md": out / "report.md"}
+    if plots:
+        paths.update(write_plots(record, out))
+    record["files"] = sorted(p.name for p in paths.values())
+    paths["json"].write_text(json.dumps(record, indent=1) + "\n")
+    paths["md"].write_text(render_markdown(record))
+    return {kind: str(path) for kind, path in paths.items()}
+
+
+# --- report.md -----------------------------------------------------------------------------------------------------
+
+
+def render_markdown(record: dict) -> str:
+    """report.md from a report.json record (Report.to_dict() plus spec and files)."""
+    checks = record["checks"]
+    t2 = [c for c in checks if c["details"].get("tier") == "T2"]
+    t0 = [c for c in checks if c["details"].get("tier") != "T2"]
+    failed = [c for c in checks if not c["passed"]]
+    adapter = record["adapter"]
+    rows = sum(s["rows"] for s in record["scenarios"].values())
+    caps = [name for name in ("ragged", "point_mass", "uniforms") if adapter.get(name)]
+    lines = [
+        f"# Conformance report: `{record['impl']}`",
+        "",
+        f"**Verdict: {record['verdict'].upper()}** - {len(checks) - len(failed)}/{len(checks)} checks passed "
+        f"(T0 {sum(c['passed'] for c in t0)}/{len(t0)}, T2 {sum(c['passed'] for c in t2)}/{len(t2)}).",
+        "",
+        f"- implementation: `{record.get('spec') or record['impl']}` ({adapter['kind']}; device {adapter['device']}, "
+        f"dtype {adapter['dtype']}; capabilities: {', '.join(caps) or 'none beyond the verify contract'})",
+        f"- seed {record['seed']}, budget {record['budget_seconds']:g} s, wall time {record['wall_seconds']:.1f} s, "
+        f"{rows:,} rows over {len(record['scenarios'])} scenarios",
+        f"- family-wise false-alarm probability {record['alpha']:g}: Bonferroni split over the {len(t2)} T2 checks, "
+        "re-verdicted by Holm; T0 checks are certain and spend none",
+        "- detectable TV: the total-variation distance (mean shift in tokens for mean_tau) each check detects with "
+        "probability 0.999 at its N and alpha, bins merged by expected counts included",
+    ]
+    if adapter.get("notes"):
+        lines.append(f"- notes: {adapter['notes']}")
+    if record["verdict"] == "lossy by configuration":
+        tv = record.get("measured_tv") or {}
+        lines += ["", "This implementation is **lossy by configuration**: its rule does not keep the target law, by "
+                  "design. Measured TV of the first-token law per scenario: "
+                  + (", ".join(f"{k} {v:.4f}" for k, v in sorted(tv.items())) or "n/a") + "."]  # fmt: skip
+    if failed:
+        lines += ["", "## Failures", "", f"Caught by (most certain first): {', '.join(record['caught_by'])}.", ""]
+        for check in sorted(failed, key=lambda c: (c["details"].get("tier") != "T0", c["p_value"] or 0.0))[:20]:
+            lines += _failure_section(check, record)
+        if len(failed) > 20:
+            lines.append(f"... and {len(failed) - 20} more failed checks (see report.json).")
+    lines += ["", "## Statistical checks (T2)", "", _t2_table(t2), "", "## Deterministic checks (T0)", "",
+              _t0_table(t0), ""]  # fmt: skip
+    plots = [name for name in PLOT_FILES.values() if name in record.get("files", [])]
+    if plots:
+        lines += ["## Plots", "", f"Observed (dots) against expected, with pointwise bands of +-{BAND_Z} binomial "
+                  "standard deviations around the expected value (vocabularies up to 64 tokens).", ""]  # fmt: skip
+        lines += [f"![{name}]({name})" for name in plots] + [""]
+    lines += ["## Scenarios", "", "| scenario | description | g | V | rows | rows/s |", "|---|---|---:|---:|---:|---:|"]
+    for name, s in record["scenarios"].items():
+        rate = s.get("rows_per_second")
+        lines.append(f"| {name} | {s['description']} | {s['gamma']} | {s['vocab_size']} | {s['rows']:,} | "
+                     f"{'-' if rate is None else f'{rate:,.0f}'} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def _fmt(value, spec: str = ".3g") -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
+
+
+def _t2_table(t2: list[dict]) -> str:
+    head = "| check | what it tests | statistic | df | p-value | alpha | N | detectable TV | verdict |"
+    lines = [head, "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    for c in t2:
+        lines.append(
+            f"| `{c['name']}` | {DESCRIPTIONS.get(kind_of(c['name']), '')} | {_fmt(c['statistic'], '.4g')} | {c['df']} "
+            f"| {_fmt(c['p_value'])} | {_fmt(c['alpha'], '.2g')} | {c['n']:,} | {_fmt(c['guaranteed_tv'], '.4f')} "
+            f"| {'pass' if c['passed'] else '**FAIL**'} |"
+        )
+    return "\n".join(lines)
+
+
+def _t0_table(t0: list[dict]) -> str:
+    by_kind: dict[str, list[dict]] = defaultdict(list)
+    for c in t0:
+        by_kind[kind_of(c["name"])].append(c)
+    lines = [
+        "| check | what it tests | scenarios | rows checked | violations | verdict |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for kind, group in by_kind.items():
+        bad = [c for c in group if not c["passed"]]
+        where = ", ".join(c["name"][len(kind) + 1 : -1] for c in bad[:6]) + (" ..." if len(bad) > 6 else "")
+        violations = sum(int(c["statistic"] or 0) for c in group)
+        lines.append(
+            f"| `{kind}` | {DESCRIPTIONS.get(kind, '')} | {len(group)} | {sum(c['n'] for c in group):,} | "
+            f"{violations:,} | {'pass' if not bad else f'**FAIL** ({where})'} |"
+        )
+    return "\n".join(lines)
+
+
+def _failure_section(check: dict, record: dict) -> list[str]:
+    details = check["details"]
+    lines = [f"### `{check['name']}`", "", DESCRIPTIONS.get(kind_of(check["name"]), "")]
+    if details.get("tier") == "T2":
+        lines.append(
+            f"p = {_fmt(check['p_value'])} against alpha {_fmt(check['alpha'], '.2g')} (statistic "
+            f"{_fmt(check['statistic'], '.4g')}, df {check['df']}, N {check['n']:,})."
+        )
+        for entry in details.get("impossible", [])[:5]:
+            lines.append(f"- impossible token {entry['token']} observed {entry['observed']} times (expected 0)")
+        for key, label in (("over", "over-represented"), ("under", "under-represented")):
+            for entry in details.get(key, [])[:3]:
+                lines.append(f"- {label}: token {entry['token']} observed {entry['observed']}, expected "
+                             f"{entry['expected']:.4g} (residual {entry['residual']:+.2f})")  # fmt: skip
+        if "rate_by_position" in details:
+            rates = ", ".join(_fmt(r, ".4f") for r in details["rate_by_position"])
+            lines.append(f"- reject rate by position: {rates}; Z = {details['z']:.4f}")
+        scenario = check["name"][len(kind_of(check["name"])) + 1 : -1]
+        where = {"scenario": scenario, "seed": record["seed"], "chunk": 1, "rows": 4096, "row": None}
+    else:
+        count = check["statistic"]
+        error = details.get("error")
+        example = details.get("example")
+        if error:
+            lines.append(f"The adapter failed: `{error}`.")
+        elif count is not None:
+            lines.append(f"{int(count):,} violations in {check['n']:,} rows.")
+        where = example if isinstance(example, dict) and "scenario" in example else None
+        if where:
+            lines.append(
+                f"First violation: scenario {where['scenario']}, chunk {where['chunk']}, row {where['row']}: output "
+                f"{where['output']}, drafts {where['draft_tokens']} (num_draft {where['num_draft']})."
+            )
+        elif isinstance(example, dict):
+            lines.append(f"Example: `{json.dumps(example)}`")
+    if where and where.get("scenario") in record["scenarios"] and not where["scenario"].startswith("joint_"):
+        lines += ["", "Reproduce:", "", "```python", _snippet(record, where), "```"]
+    return lines + [""]
+
+
+def _snippet(record: dict, where: dict) -> str:
+    """Python that rebuilds the batch of `where` and calls the implementation with the harness's generator seed."""
+    from .runner import _seed  # the runner's stable per-call generator seed
+
+    spec = record.get("spec") or record["impl"]
+    if ":" in spec:
+        module, attr = spec.rsplit(":", 1)
+        if module.endswith(".py"):
+            load = (f"import runpy\nverify = runpy.run_path({module!r})[{attr.split('.')[0]!r}]"
+                    + "".join(f".{part}" for part in attr.split(".")[1:]))  # fmt: skip
+        else:
+            load = f"from {module} import {attr.split('.')[0]} as verify" + (
+                "" if "." not in attr else f"\nverify = verify.{attr.split('.', 1)[1]}"
+            )
+        load += "\nverify = getattr(verify, 'verify', verify)"
+    else:
+        load = f"from specref.conformance import builtin_adapters\nverify = builtin_adapters()[{spec!r}]().verify"
+    scenario, seed, chunk, rows = where["scenario"], where["seed"], where["chunk"], where["rows"]
+    dtype = record["adapter"]["dtype"]
+    row = where.get("row")
+    show = f"print(tokens[{row}], batch.draft_tokens[{row}])" if row is not None else "print(tokens[:8])"
+    return "\n".join(
+        [
+            "import numpy as np, torch",
+            "from specref.conformance.scenarios import get",
+            load,
+            f"batch = get({scenario!r}).inputs(rows={rows}, seed={seed}, chunk={chunk})",
+            f"as_tensor = lambda a: None if a is None else torch.tensor(np.ascontiguousarray(a), dtype={dtype})",
+            "kwargs = {'num_draft': torch.tensor(batch.num_draft)} if (batch.num_draft < batch.draft_tokens.shape[1])"
+            ".any() else {}",
+            "tokens = verify(as_tensor(batch.target_probs), as_tensor(batch.draft_probs),",
+            "                torch.tensor(batch.draft_tokens),",
+            f"                torch.Generator().manual_seed({_seed('generator', seed, scenario, chunk)}), **kwargs)",
+            show,
+        ]
+    )
+
+
+# --- plots ---------------------------------------------------------------------------------------------------------
+
+
+def write_plots(record: dict, out: Path) -> dict[str, Path]:
+    """The three PNG grids (one panel per scenario with small vocabulary); returns {kind: path} for those drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    paths = {}
+    checked = {c["name"] for c in record["checks"]}
+    for kind, filename in PLOT_FILES.items():
+        # a panel only where its law is the one a check tests (not, e.g., for rows sharing one fixed draft)
+        panels = [
+            (name, series[kind])
+            for name, series in record["plots"].items()
+            if kind in series and any(f"{check}[{name}]" in checked for check in PLOT_CHECKS[kind])
+        ]
+        panels = panels[:PLOT_MAX_PANELS]
+        if not panels:
+            continue
+        cols = min(4, len(panels))
+        rows = math.ceil(len(panels) / cols)
+        fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 0.6 + 2.8 * rows), squeeze=False)
+        for ax, (name, data) in zip(axes.flat, panels, strict=False):
+            if kind == "reject":
+                _reject_panel(ax, data)
+            else:
+                _law_panel(ax, data, "token" if kind == "first" else "accepted drafts")
+            ax.set_title(name, fontsize=9)
+            ax.tick_params(labelsize=7)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        for ax in list(axes.flat)[len(panels) :]:
+            ax.axis("off")
+        title = {"first": "first emitted token: observed vs p_1", "length": "accepted drafts per cycle: observed vs "
+                 "law", "reject": "reject rate by position vs Z"}[kind]  # fmt: skip
+        fig.suptitle(f"{record['impl']}: {title} (bands: +-{BAND_Z} sd)", fontsize=11)
+        fig.subplots_adjust(left=0.05, right=0.98, bottom=0.08, top=0.9, wspace=0.25, hspace=0.5)
+        path = out / filename
+        fig.savefig(path, dpi=80)
+        plt.close(fig)
+        paths[f"png_{kind}"] = path
+    return paths
+
+
+def _law_panel(ax, data: dict, xlabel: str) -> None:
+    observed = np.asarray(data["observed"], float)
+    expected = np.asarray(data["expected"], float)
+    n = observed.sum()
+    law = expected / expected.sum() if expected.sum() else expected
+    x = np.arange(observed.size)
+    band = BAND_Z * np.sqrt(law * (1 - law) / max(n, 1))
+    ax.bar(x, law, color="#c6dbef", label="expected")
+    ax.errorbar(x, law, yerr=band, fmt="none", ecolor="#3182bd", capsize=2, lw=1)
+    ax.plot(x, observed / max(n, 1), "o", color="#d62728", ms=3, label="observed")
+    ax.set_xlabel(xlabel, fontsize=8)
+    ax.legend(fontsize=7)
+
+
+def _reject_panel(ax, data: dict) -> None:
+    rejected = np.asarray(data["rejected"], float)
+    reached = np.asarray(data["reached"], float)
+    z = data["z"]
+    x = np.arange(1, rejected.size + 1)
+    rate = np.divide(rejected, reached, out=np.full(rejected.size, np.nan), where=reached > 0)
+    band = BAND_Z * np.sqrt(z * (1 - z) / np.maximum(reached, 1))
+    ax.axhline(z, color="#3182bd", lw=1, label=f"Z = {z:.3g}")
+    ax.fill_between(x, z - band, z + band, color="#c6dbef", step="mid")
+    ax.plot(x, rate, "o", color="#d62728", ms=4, label="observed")
+    ax.set_xlabel("draft position", fontsize=8)
+    ax.set_ylim(-0.05, 1.05)
+    ax.legend(fontsize=7)
+
+
+# --- reports/index.md ----------------------------------------------------------------------------------------------
+
+
+def write_index(root: str | os.PathLike) -> Path:
+    """reports/index.md: one line per report.json found under root, built-ins first, then mutants."""
+    root = Path(root)
+    records = []
+    for path in sorted(root.rglob("report.json")):
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if "verdict" in record and "checks" in record:
+            records.append((path.parent.relative_to(root), record))
+    lines = ["# Conformance reports", "", f"{len(records)} implementation runs, rebuilt from the report.json files "
+             "under this folder. Mutants are deliberately wrong verifiers (see mutants.md).", ""]  # fmt: skip
+    for title, group in (
+        ("Implementations", [r for r in records if r[0].parts[0] != "mutants"]),
+        ("Mutants", [r for r in records if r[0].parts[0] == "mutants"]),
+    ):
+        if not group:
+            continue
+        lines += [f"## {title}", "", "| implementation | verdict | checks passed | caught by | rows | wall s "
+                  "| budget s | seed |", "|---|---|---:|---|---:|---:|---:|---:|"]  # fmt: skip
+        for folder, r in group:
+            checks = r["checks"]
+            passed = sum(c["passed"] for c in checks)
+            rows = sum(s["rows"] for s in r["scenarios"].values())
+            caught = ", ".join(r.get("caught_by", [])[:3]) or "-"
+            lines.append(
+                f"| [{r['impl']}]({folder.as_posix()}/report.md) | {r['verdict']} | {passed}/{len(checks)} | {caught} "
+                f"| {rows:,} | {r['wall_seconds']:.0f} | {r['budget_seconds']:g} | {r['seed']} |"
+            )
+        lines.append("")
+    path = root / "index.md"
+    root.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines))
+    return path
+
+
+__all__ = ["render_markdown", "write_index", "write_plots", "write_report"]

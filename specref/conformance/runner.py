@@ -1,0 +1,236 @@
+"""`run(verify)`: the conformance harness. Plans the checks, sizes them to the time budget, runs, reports.
+
+    report = specref.conformance.run(my_verify, seed=0, budget_seconds=300)
+    assert report.passed, report.summary()
+
+Plan. Every scenario the adapter's capabilities allow (scenarios.py), the T0 invariants on every call, the T2 laws
+of each scenario (checks.t2_plan), reproducibility, and token-for-token coupling with the reference engine when
+the adapter accepts injected uniforms. The run's false-alarm budget (alpha, default 1e-3) is split by Bonferroni
+over the T2 checks before any data is seen, then the family is re-verdicted by Holm. T0 checks spend nothing.
+
+Sizing. After one probe call per scenario, each scenario in turn gets an equal share of the time left, and
+stops early at the rows that buy it little more (MAX_ROWS); what it leaves rolls on to the next. A slow adapter
+(a row loop) thus gets the largest N its budget allows, and the report states the TV each check could detect
+at that N.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from ..stats import ErrorBudget
+from . import checks, laws
+from .adapters import Adapter, as_adapter
+from .calls import AdapterFailure, call
+from .report import Report
+from .scenarios import SCENARIOS, Scenario, get
+
+#: Rows past which a scenario's checks gain little (TV detectable ~0.005 on small vocabularies).
+MAX_ROWS = {"default": 400_000, "large_v8193_g2": 40_000, "large_v151936_g1": 2_048}
+MIN_ROWS = 256
+JOINT_TOKENS = 3
+
+
+def _seed(*key) -> int:
+    return zlib.crc32(":".join(map(str, key)).encode())
+
+
+def scenarios_for(adapter: Adapter) -> list[Scenario]:
+    """The scenarios an adapter's declared capabilities allow."""
+    return [
+        s
+        for s in SCENARIOS.values()
+        if (adapter.ragged or not s.ragged) and (adapter.point_mass or not s.point_mass)
+    ]
+
+
+def run(
+    verify,
+    *,
+    seed: int = 0,
+    budget_seconds: float = 300.0,
+    alpha: float = 1e-3,
+    name: str | None = None,
+    scenarios: list[str | Scenario] | None = None,
+    rows: int | dict[str, int] | None = None,
+    progress: Callable[[str, float], None] | None = None,
+) -> Report:
+    """Check one implementation; `verify` is a verify function, an Adapter, or an object with `verify`.
+
+    scenarios: names from SCENARIOS or Scenario objects (default: all the adapter's capabilities allow).
+    rows: a fixed number of rows per scenario (or a dict scenario name -> rows) instead of sizing by time
+    (reproducible N, as CI tests want); the time budget still bounds the run.
+    """
+    if not budget_seconds > 0:
+        raise ValueError(f"budget_seconds={budget_seconds!r} must be > 0")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha={alpha!r} must lie in (0, 1)")
+    adapter = as_adapter(verify, name)
+    plan = scenarios_for(adapter) if scenarios is None else [s if isinstance(s, Scenario) else get(s) for s in scenarios]
+    started = time.perf_counter()
+    deadline = started + budget_seconds
+    report = Report(adapter, seed=seed, budget_seconds=budget_seconds, alpha=alpha)
+    tell = progress or (lambda message, fraction: None)
+
+    t2_names = [f"{kind}[{s.name}]" for s in plan for kind in checks.t2_plan(s)]
+    alphas = ErrorBudget(alpha).split(t2_names) if t2_names else {}
+
+    # probe: one small call per scenario (T0 on every scenario early, and a first speed reading)
+    tallies = {s.name: checks.Tally(s, seed=seed) for s in plan}
+    broken: dict[str, str] = {}
+    chunk_index = {s.name: 1 for s in plan}
+    for s in plan:
+        try:
+            _feed(adapter, s, tallies[s.name], min(MIN_ROWS, s.rows_per_call), seed, 0, deadline)
+        except AdapterFailure as failure:
+            broken[s.name] = str(failure)
+            if failure.kind == "hang":
+                break
+        tell(f"probe {s.name}", 0.1 * (plan.index(s) + 1) / len(plan))
+
+    # main pass: each scenario gets an equal slice of the time left, up to its cap; unused time rolls forward
+    hung = any(message.startswith("hang") for message in broken.values())
+    reserve = 0.1 * budget_seconds + (0.0 if hung else 2.0 + 2.0 * adapter.uniforms)
+    todo = [s for s in plan if s.name not in broken and not hung]
+    for i, s in enumerate(todo):
+        tally = tallies[s.name]
+        slice_end = time.perf_counter() + max(0.0, deadline - reserve - time.perf_counter()) / (len(todo) - i)
+        fixed = rows.get(s.name) if isinstance(rows, dict) else rows
+        cap = fixed if fixed is not None else MAX_ROWS.get(s.name, MAX_ROWS["default"])
+        if fixed is not None:
+            slice_end = deadline
+        try:
+            if s.name.startswith("joint_"):
+                tally.joint = _joint(adapter, s, cap, seed, tally, slice_end)
+            else:
+                while tally.rows < cap and time.perf_counter() < slice_end:
+                    _feed(adapter, s, tally, int(min(s.rows_per_call, cap - tally.rows)), seed, chunk_index[s.name],
+                          deadline)  # fmt: skip
+                    chunk_index[s.name] += 1
+        except AdapterFailure as failure:
+            broken[s.name] = str(failure)
+            hung = failure.kind == "hang"
+            if hung:
+                break
+        tell(f"{s.name}: {tally.rows:,} rows", 0.1 + 0.8 * (i + 1) / len(todo))
+
+    # checks
+    results = []
+    for s in plan:
+        tally = tallies[s.name]
+        report.scenarios[s.name] = {
+            "description": s.description,
+            "gamma": s.gamma,
+            "vocab_size": s.vocab_size,
+            "rows": tally.rows,
+            "rows_per_second": tally.rows / tally.seconds if tally.seconds else None,
+        }
+        results.append(checks.t0_result(f"adapter[{s.name}]", int(s.name in broken), tally.rows,
+                                         {"error": broken.get(s.name)}))  # fmt: skip
+        report.add_t0(s.name, tally.t0_results())
+        if s.name in broken or tally.rows == 0:
+            continue
+        kinds = {kind: alphas[f"{kind}[{s.name}]"] for kind in checks.t2_plan(s)}
+        if "joint_law" in kinds:
+            report.add_t2(s.name, [checks.joint_law_result(tally.joint, s, JOINT_TOKENS, kinds["joint_law"])])
+        else:
+            report.add_t2(s.name, tally.t2_results(kinds), tally)
+    report.add_t0("run", results)
+    if not hung:
+        report.add_t0("run", [_reproducibility(adapter, seed, deadline)])
+        if adapter.uniforms:
+            report.add_t0("run", [_coupling(adapter, seed, deadline)])
+    report.finish(ErrorBudget(alpha), time.perf_counter() - started)
+    tell("done", 1.0)
+    return report
+
+
+def _feed(adapter: Adapter, s: Scenario, tally: checks.Tally, rows: int, seed: int, chunk: int, deadline: float) -> float:
+    batch = s.inputs(rows, seed, chunk)
+    timeout = max(30.0, deadline - time.perf_counter())
+    out, seen, seconds = call(adapter, batch, _seed("generator", seed, s.name, chunk), timeout=timeout)
+    tally.add(batch, out, seen, {"scenario": s.name, "seed": seed, "chunk": chunk, "rows": rows})
+    tally.seconds += seconds
+    return seconds
+
+
+def _joint(adapter: Adapter, s: Scenario, rows: int, seed: int, tally: checks.Tally, deadline: float) -> np.ndarray:
+    """First JOINT_TOKENS tokens of `rows` sequences over repeated cycles; returns counts [V^n]."""
+    v = s.vocab_size
+    counts = np.zeros(v**JOINT_TOKENS, dtype=np.int64)
+    done, chunk = 0, 1000
+    while done < rows and (done == 0 or time.perf_counter() < deadline):
+        batch_rows = min(s.rows_per_call, rows - done)
+        state = np.full(batch_rows, s.starts[0])
+        seqs = np.full((batch_rows, JOINT_TOKENS), -1)
+        filled = np.zeros(batch_rows, dtype=np.int64)
+        while (filled < JOINT_TOKENS).any():
+            batch = s.inputs(batch_rows, seed, chunk, start_states=state)
+            timeout = max(30.0, deadline - time.perf_counter())
+            out, seen, seconds = call(adapter, batch, _seed("generator", seed, s.name, chunk), timeout=timeout)
+            tally.seconds += seconds
+            tally.add(batch, out, seen, {"scenario": s.name, "seed": seed, "chunk": chunk, "rows": batch_rows})
+            chunk += 1
+            for j in range(out.shape[1]):
+                emit = (out[:, j] >= 0) & (filled < JOINT_TOKENS)
+                seqs[emit, filled[emit]] = out[emit, j]
+                state[emit] = s.next_state[state[emit], out[emit, j]]
+                filled += emit
+        index = np.ravel_multi_index(seqs.T, (v,) * JOINT_TOKENS)
+        np.add.at(counts, index, 1)
+        done += batch_rows
+    return counts
+
+
+def _reproducibility(adapter: Adapter, seed: int, deadline: float) -> checks.CheckResult:
+    """Same generator seed twice: identical tokens. A different seed: different tokens (chance ~ 0 at 512 rows)."""
+    s = SCENARIOS["cf_dense_g4"]
+    batch = s.inputs(512, seed, "repro")
+    try:
+        timeout = max(30.0, deadline - time.perf_counter())
+        first = call(adapter, batch, _seed("repro", seed), timeout=timeout)[0]
+        again = call(adapter, batch, _seed("repro", seed), timeout=timeout)[0]
+        other = call(adapter, batch, _seed("repro", seed) + 1, timeout=timeout)[0]
+    except AdapterFailure as failure:
+        return checks.t0_result("reproducibility", 1, 0, {"error": str(failure)})
+    differs = int((first != again).any(1).sum())
+    same_other = bool((first == other).all())
+    return checks.t0_result(
+        "reproducibility", differs + int(same_other), 512,
+        {"rows_differing_under_same_seed": differs, "identical_under_other_seed": same_other},
+    )  # fmt: skip
+
+
+def _coupling(adapter: Adapter, seed: int, deadline: float) -> checks.CheckResult:
+    """Injected uniforms, float64 inputs: tokens must equal specref.reference's, token for token."""
+    from .adapters import reference_adapter
+
+    reference = reference_adapter()
+    mismatches, rows, example = 0, 0, None
+    for name in ("cf_dense_g4", "cf_zero_support_g3", "cf_near_equal_g4", "markov_g5", "ragged_g6"):
+        s = SCENARIOS[name]
+        if s.ragged and not adapter.ragged:
+            continue
+        batch = s.inputs(256, seed, "coupling")
+        uniforms = np.random.Generator(np.random.PCG64(_seed("uniforms", seed, name))).random((256, s.gamma + 1))
+        try:
+            timeout = max(30.0, deadline - time.perf_counter())
+            theirs = call(adapter, batch, 0, timeout=timeout, uniforms=uniforms, dtype=torch.float64)[0]
+        except AdapterFailure as failure:
+            return checks.t0_result("coupling", 1, rows, {"error": str(failure)})
+        ours = call(reference, batch, 0, timeout=600.0, uniforms=uniforms)[0]
+        bad = np.flatnonzero((theirs != ours).any(1))
+        mismatches += bad.size
+        rows += 256
+        if bad.size and example is None:
+            example = {"scenario": name, "row": int(bad[0]), "theirs": theirs[bad[0]].tolist(),
+                       "reference": ours[bad[0]].tolist(), "uniforms": uniforms[bad[0]].tolist()}  # fmt: skip
+    return checks.t0_result("coupling", mismatches, rows, {"example": example})
+
+
+__all__ = ["run", "scenarios_for", "laws"]

@@ -1,0 +1,246 @@
+"""Scenarios: the inputs the harness feeds a verifier, with drafts the harness draws from q itself.
+
+A scenario is a small state machine over token laws. Each state s has a target row P[s] and a draft row Q[s];
+drafting from state s draws d ~ Q[s] and moves to next_state[s, d]. Context-free scenarios have one state that
+never changes; order-1 Markov scenarios move to the state of the drafted token, so target rows differ by
+position (the bonus-row and wrong-position bugs only show there). A mixed batch is the disjoint union of several
+scenarios' machines, each row starting in its own component.
+
+Every batch is a pure function of (scenario, seed, chunk): `inputs(rows, seed, chunk)` rebuilds it exactly, which
+is what failure snippets print.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# --- laws -------------------------------------------------------------------------------------------------------
+
+
+def _rng(*key) -> np.random.Generator:
+    return np.random.Generator(np.random.PCG64(zlib.crc32(":".join(map(str, key)).encode())))
+
+
+def _normalise(weights: np.ndarray) -> np.ndarray:
+    return weights / weights.sum(axis=-1, keepdims=True)
+
+
+def _dense(rng, v, concentration=1.0) -> np.ndarray:
+    return _normalise(rng.gamma(concentration, size=v) + 1e-3)
+
+
+def _sparse(rng, v, zero_fraction) -> np.ndarray:
+    w = rng.gamma(1.0, size=v) + 1e-3
+    w[rng.random(v) < zero_fraction] = 0
+    if not w.any():
+        w[rng.integers(v)] = 1
+    return _normalise(w)
+
+
+def _peaked(rng, v, zero_fraction=0.0) -> np.ndarray:
+    w = _sparse(rng, v, zero_fraction) if zero_fraction else _dense(rng, v)
+    w[rng.integers(v)] += 3.0
+    return _normalise(w)
+
+
+def _one_hot(v, token) -> np.ndarray:
+    row = np.zeros(v)
+    row[token] = 1.0
+    return row
+
+
+# --- scenarios --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Batch:
+    """One verify call's inputs (float64 here; the runner casts to the adapter's dtype)."""
+
+    target_probs: np.ndarray  # [B, g+1, V]
+    draft_probs: np.ndarray | None  # [B, g, V]; None for point-mass drafts
+    draft_tokens: np.ndarray  # [B, g] int64; -1 past num_draft
+    num_draft: np.ndarray  # [B] drafts that count in each row (g unless ragged)
+    states: np.ndarray  # [B, g+1] state of each target row (the stratum of its law)
+
+
+@dataclass
+class Scenario:
+    name: str
+    description: str
+    target: np.ndarray  # [S, V] P[s]
+    draft: np.ndarray  # [S, V] Q[s]
+    next_state: np.ndarray  # [S, V] state after drafting token x from state s
+    gamma: int
+    starts: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))  # start state of each component
+    context_free: bool = True
+    ragged: bool = False  # rows get num_draft ~ Uniform{0..g}; needs the adapter's ragged capability
+    point_mass: bool = False  # draft_probs=None; needs the point_mass capability
+    identical_rows: bool = False  # every row shares one fixed draft (row-independence scenario)
+    rows_per_call: int = 4096
+
+    @property
+    def vocab_size(self) -> int:
+        return self.target.shape[1]
+
+    def inputs(self, rows: int, seed: int, chunk, start_states: np.ndarray | None = None) -> Batch:
+        rng = _rng("inputs", seed, self.name, chunk)
+        g, v = self.gamma, self.vocab_size
+        component = rng.integers(len(self.starts), size=rows)
+        states = np.empty((rows, g + 1), dtype=np.int64)
+        states[:, 0] = self.starts[component] if start_states is None else start_states
+        tokens = np.empty((rows, g), dtype=np.int64)
+        if self.identical_rows:
+            fixed = _rng("identical", seed, self.name)
+            rows_draws = np.broadcast_to(fixed.random(g), (rows, g))
+        else:
+            rows_draws = rng.random((rows, g))
+        cdf = np.cumsum(self.draft, axis=1)  # [S, V]
+        for i in range(g):  # g <= 8: a loop over positions, vectorised over rows (and states)
+            for s in np.unique(states[:, i]):
+                rows_s = np.flatnonzero(states[:, i] == s)
+                picked = np.searchsorted(cdf[s], rows_draws[rows_s, i] * cdf[s, -1], side="right")
+                tokens[rows_s, i] = _positive(self.draft[s], np.minimum(picked, v - 1))
+            states[:, i + 1] = self.next_state[states[:, i], tokens[:, i]]
+        num_draft = rng.integers(0, g + 1, size=rows) if self.ragged else np.full(rows, g)
+        if self.target.shape[0] == 1:  # context-free: broadcast views, no [B, g+1, V] copy (V may be 151936)
+            target_probs = np.broadcast_to(self.target[0], (rows, g + 1, v))
+            draft_probs = np.broadcast_to(self.draft[0], (rows, g, v))
+        else:
+            target_probs = self.target[states]  # [B, g+1, V]
+            draft_probs = self.draft[states[:, :g]]  # [B, g, V]
+        if self.point_mass:
+            draft_probs = None
+        if self.ragged:
+            past = np.arange(g)[None, :] >= num_draft[:, None]  # [B, g]
+            tokens[past] = -1
+            draft_probs[past] = 0.0  # placeholders: a verifier must never read them
+        return Batch(target_probs, draft_probs, tokens, num_draft, states)
+
+    def snippet(self, rows: int, seed: int, chunk: int) -> str:
+        return (
+            "from specref.conformance.scenarios import get\n"
+            f"batch = get({self.name!r}).inputs(rows={rows}, seed={seed}, chunk={chunk})"
+        )
+
+
+def _positive(row: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    """Inverse CDF lands on a zero-probability token only through rounding; step to the next positive one."""
+    support = np.flatnonzero(row > 0)
+    return support[np.minimum(np.searchsorted(support, tokens), support.size - 1)]
+
+
+def context_free(name, description, target_row, draft_row, gamma, **kw) -> Scenario:
+    """A one-state scenario: the same target and draft rows at every position (public, for your own p/q)."""
+    target_row, draft_row = np.asarray(target_row, dtype=np.float64), np.asarray(draft_row, dtype=np.float64)
+    if target_row.shape != draft_row.shape or target_row.ndim != 1:
+        raise ValueError(f"target_row {target_row.shape} and draft_row {draft_row.shape} must be equal 1-D shapes")
+    v = len(target_row)
+    kw.setdefault("rows_per_call", int(np.clip(2**24 // (v * (gamma + 1)), 64, 4096)))  # ~128 MB of float64 rows
+    return Scenario(
+        name, description, target_row[None, :], draft_row[None, :], np.zeros((1, v), dtype=np.int64), gamma, **kw
+    )
+
+
+def markov(name, description, target, draft, gamma, start=0, **kw) -> Scenario:
+    """Order-1 Markov scenario: target [V, V] and draft [V, V] rows indexed by the previous token (public)."""
+    target, draft = np.asarray(target, dtype=np.float64), np.asarray(draft, dtype=np.float64)
+    s, v = target.shape
+    if s != v or draft.shape != target.shape:
+        raise ValueError(f"target {target.shape} and draft {draft.shape} must both be [V, V]: one row per token")
+    next_state = np.broadcast_to(np.arange(v), (v, v)).copy()
+    return Scenario(
+        name, description, target, draft, next_state, gamma, starts=np.array([start]), context_free=False, **kw
+    )
+
+
+def _mixed(name, description, parts: list[Scenario], **kw) -> Scenario:
+    """Disjoint union of the parts' state machines; each row starts in one part, chosen uniformly."""
+    gamma = parts[0].gamma
+    if any(p.gamma != gamma or p.vocab_size != parts[0].vocab_size for p in parts):
+        raise ValueError("parts must share gamma and vocab size to share a batch")
+    offsets = np.cumsum([0] + [p.target.shape[0] for p in parts])[:-1]
+    return Scenario(
+        name,
+        description,
+        np.concatenate([p.target for p in parts]),
+        np.concatenate([p.draft for p in parts]),
+        np.concatenate([p.next_state + off for p, off in zip(parts, offsets)]),
+        gamma,
+        starts=np.concatenate([p.starts + off for p, off in zip(parts, offsets)]),
+        context_free=all(p.context_free for p in parts),
+        **kw,
+    )
+
+
+def _markov_tables(rng, v, zero_fraction=0.3) -> tuple[np.ndarray, np.ndarray]:
+    target = np.stack([_sparse(rng, v, zero_fraction) for _ in range(v)])
+    draft = np.stack([_normalise(0.5 * target[s] + 0.5 * _dense(rng, v)) for s in range(v)])
+    return target, draft
+
+
+def _build() -> dict[str, Scenario]:
+    rng = _rng("catalogue", 1)
+    out: list[Scenario] = []
+    p, q = _dense(rng, 16), _dense(rng, 16)
+    out.append(context_free("cf_dense_g4", "context-free, independent dense p and q, V=16", p, q, 4))
+    p, q = _sparse(rng, 32, 0.6), _dense(rng, 32)
+    out.append(context_free("cf_zero_support_g3", "60% of tokens have p = 0, q dense (drafts hit p = 0)", p, q, 3))
+    order = rng.permutation(12)
+    p, q = np.zeros(12), np.zeros(12)
+    p[order[:5]], q[order[5:]] = _dense(rng, 5), _dense(rng, 7)
+    out.append(context_free("cf_disjoint_g2", "disjoint supports: every draft rejected at position 1", p, q, 2))
+    p = _peaked(rng, 12)
+    out.append(context_free("cf_equal_g8", "p == q (Z = 0): every draft accepted, tau = g+1", p, p.copy(), 8))
+    q = _normalise(p * (1 + 1e-3 * rng.standard_normal(12)))
+    out.append(context_free("cf_near_equal_g4", "q = p perturbed by 1e-3 relative (tiny residuals)", p, q, 4))
+    p, q = _one_hot(10, 3), _dense(rng, 10)
+    out.append(context_free("cf_one_hot_target_g3", "one-hot target, dense draft", p, q, 3))
+    p, q = _dense(rng, 10), _one_hot(10, 7)
+    out.append(context_free("cf_one_hot_draft_g3", "dense target, one-hot draft", p, q, 3))
+    for gamma in (1, 5, 8):
+        target, draft = _markov_tables(rng, 6)
+        out.append(markov(f"markov_g{gamma}", f"order-1 Markov, V=6, 30% zeros in p, g={gamma}", target, draft, gamma))
+    p, q = _peaked(rng, 8193, 0.5), _peaked(rng, 8193, 0.2)
+    out.append(
+        context_free("large_v8193_g2", "V=8193, peaked laws, zero-heavy target", p, q, 2, rows_per_call=512)
+    )
+    p, q = _peaked(rng, 151936, 0.5), _peaked(rng, 151936, 0.2)
+    out.append(context_free("large_v151936_g1", "V=151936 (Qwen vocab)", p, q, 1, rows_per_call=64))
+    p = _dense(rng, 10)
+    parts = [
+        context_free("a", "", p, _dense(rng, 10), 3),
+        context_free("b", "", _one_hot(10, 2), _dense(rng, 10), 3),  # all g+1 target rows one-hot
+        context_free("c", "", *_disjoint_pair(rng, 10), 3),
+    ]
+    out.append(_mixed("mixed_batch_g3", "rows of three scenarios interleaved in each call", parts))
+    target, draft = _markov_tables(rng, 6)
+    out.append(
+        markov("ragged_g6", "Markov V=6, num_draft ~ U{0..6}, -1 placeholders", target, draft, 6, ragged=True)
+    )
+    out.append(markov("point_mass_g4", "Markov V=6, draft_probs=None", target, draft, 4, point_mass=True))
+    p, q = _dense(rng, 8), _dense(rng, 8)
+    out.append(
+        context_free("identical_rows_g2", "every row has the same inputs", p, q, 2, identical_rows=True)
+    )
+    target, draft = _markov_tables(rng, 5, zero_fraction=0.2)
+    out.append(markov("joint_markov_g2", "Markov V=5: first 3 tokens over repeated cycles", target, draft, 2))
+    return {s.name: s for s in out}
+
+
+def _disjoint_pair(rng, v) -> tuple[np.ndarray, np.ndarray]:
+    order = rng.permutation(v)
+    p, q = np.zeros(v), np.zeros(v)
+    p[order[: v // 2]], q[order[v // 2 :]] = _dense(rng, v // 2), _dense(rng, v - v // 2)
+    return p, q
+
+
+SCENARIOS: dict[str, Scenario] = _build()
+
+
+def get(name: str) -> Scenario:
+    if name not in SCENARIOS:
+        raise ValueError(f"scenario={name!r} is unknown; known: {sorted(SCENARIOS)}")
+    return SCENARIOS[name]

@@ -1,0 +1,178 @@
+"""The conformance suite behind `nox -s conformance` and `nox -s mutants`.
+
+    python -m specref.conformance.suite [--mutants-only] [--seed N] [--budget-seconds S]
+                                        [--mutant-budget-seconds S] [--only a,b] [--out reports]
+
+Runs the built-in implementations (reference, batched, transformers, transformers-ensemble, and the GPU peers where
+they can run) at the CLI's default budget, then every mutant of specref.mutants.CATALOGUE at a smaller budget
+(mutants are vectorised), and writes reports/<impl>/ for each built-in, reports/mutants/<name>/ for each mutant,
+reports/index.md and reports/mutants.md (which checks caught each mutant, whether the check designed for it was
+among them, and the wall time of its run). Exit 0 when every built-in gets its expected verdict (conforming, or
+lossy by configuration for the lossy ones) and every mutant is flagged by a check designed for it; else 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import run
+from .adapters import as_adapter, builtin_adapters
+from .render import write_index, write_report
+from .report import CONFORMING, LOSSY
+
+BUILTIN_BUDGET_SECONDS = 300.0  # the CLI default: a vectorised adapter's checks sized to it
+MUTANT_BUDGET_SECONDS = 25.0
+
+
+@dataclass
+class Outcome:
+    name: str
+    verdict: str
+    expected_verdict: str
+    caught_by: list[str]
+    wall_seconds: float
+    budget_seconds: float
+    designed_for: list[str] | None = None  # mutants: the check kinds meant to catch it
+    measured_tv: dict | None = None
+    bug_class: str = ""
+
+    @property
+    def ok(self) -> bool:
+        if self.designed_for is None:
+            return self.verdict == self.expected_verdict
+        return self.verdict == self.expected_verdict and self.caught_expected
+
+    @property
+    def caught_expected(self) -> bool:
+        return bool(set(self.caught_by) & set(self.designed_for or []))
+
+
+def run_one(adapter, out_dir: Path, *, spec: str, seed: int, budget_seconds: float, plots: bool = True):
+    started = time.perf_counter()
+    report = run(adapter, seed=seed, budget_seconds=budget_seconds)
+    write_report(report, out_dir, spec=spec, plots=plots)
+    return report, time.perf_counter() - started
+
+
+def run_builtins(out: Path, names: list[str], *, seed: int, budget_seconds: float) -> list[Outcome]:
+    outcomes = []
+    factories = builtin_adapters()
+    for name in names:
+        adapter = factories[name]()
+        _say(f"[builtin] {name}: running (budget {budget_seconds:g} s)")
+        report, wall = run_one(adapter, out / name, spec=name, seed=seed, budget_seconds=budget_seconds)
+        expected = LOSSY if adapter.lossy else CONFORMING
+        outcome = Outcome(name, report.verdict, expected, report.caught_by(), wall, budget_seconds,
+                          measured_tv=report.measured_tv() if adapter.lossy else None)  # fmt: skip
+        outcomes.append(outcome)
+        _say(f"[builtin] {name}: {report.verdict} in {wall:.0f} s" + ("" if outcome.ok else "  <-- UNEXPECTED"))
+        if not outcome.ok:
+            _say("  " + report.summary().replace("\n", "\n  "))
+    return outcomes
+
+
+def run_mutants(out: Path, names: list[str], *, seed: int, budget_seconds: float) -> list[Outcome]:
+    from ..mutants import CATALOGUE
+
+    outcomes = []
+    for name in names:
+        mutant = CATALOGUE[name]
+        report, wall = run_one(as_adapter(mutant), out / "mutants" / name, spec=f"specref.mutants:CATALOGUE[{name}]",
+                               seed=seed, budget_seconds=budget_seconds)  # fmt: skip
+        expected = LOSSY if mutant.lossy else "non-conforming"
+        outcome = Outcome(name, report.verdict, expected, report.caught_by(), wall, budget_seconds,
+                          designed_for=list(mutant.caught_by), bug_class=mutant.bug_class,
+                          measured_tv=report.measured_tv() if mutant.lossy else None)  # fmt: skip
+        outcomes.append(outcome)
+        mark = "caught" if outcome.caught_expected else "NOT CAUGHT by a designed check"
+        _say(f"[mutant] {name}: {report.verdict}, {mark} ({', '.join(outcome.caught_by[:3]) or '-'}) in {wall:.0f} s")
+    return outcomes
+
+
+def write_mutants_md(out: Path, outcomes: list[Outcome], *, seed: int, budget_seconds: float) -> Path:
+    caught = sum(o.caught_expected for o in outcomes)
+    lines = [
+        "# Mutants: which check caught each deliberately wrong verifier",
+        "",
+        f"{caught}/{len(outcomes)} mutants flagged by a check designed for them. Each mutant ran as a black box "
+        f"(no injected uniforms) through `specref.conformance.run` with seed {seed}, a budget of {budget_seconds:g} s "
+        "per mutant and the run's family-wise false-alarm probability 1e-3. Wall time is that of the whole run "
+        "(probe, sizing, every check), so it bounds the time to the verdict.",
+        "",
+        "| mutant | bug class | designed check(s) | caught by (most certain first) | designed check among them? | "
+        "verdict | wall s |",
+        "|---|---|---|---|---|---|---:|",
+    ]
+    for o in outcomes:
+        verdict = o.verdict
+        if o.verdict == LOSSY:
+            tv = o.measured_tv or {}
+            worst = max(tv.items(), key=lambda kv: kv[1]) if tv else None
+            verdict = "lossy by configuration" + (f"; measured TV up to {worst[1]:.3f} ({worst[0]})" if worst else "")
+        lines.append(
+            f"| [{o.name}](mutants/{o.name}/report.md) | {o.bug_class} | {', '.join(o.designed_for or [])} | "
+            f"{', '.join(o.caught_by[:4]) or '-'}{' ...' if len(o.caught_by) > 4 else ''} | "
+            f"{'yes' if o.caught_expected else '**no**'} | {verdict} | {o.wall_seconds:.0f} |"
+        )
+    path = out / "mutants.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _say(message: str) -> None:
+    print(message, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..mutants import CATALOGUE
+
+    parser = argparse.ArgumentParser(prog="python -m specref.conformance.suite", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser.add_argument("--mutants-only", action="store_true", help="skip the built-in implementations")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--budget-seconds", type=float, default=None, metavar="S",
+                        help=f"budget per built-in (default {BUILTIN_BUDGET_SECONDS:g}); with --mutants-only, per "
+                        "mutant")  # fmt: skip
+    parser.add_argument("--mutant-budget-seconds", type=float, default=None, metavar="S",
+                        help=f"budget per mutant (default {MUTANT_BUDGET_SECONDS:g})")  # fmt: skip
+    parser.add_argument("--only", metavar="A,B", help="run only these built-ins and mutants")
+    parser.add_argument("--out", default="reports", help="reports folder (default reports)")
+    args = parser.parse_args(argv)
+    builtin_budget = args.budget_seconds or BUILTIN_BUDGET_SECONDS
+    mutant_budget = args.mutant_budget_seconds or (
+        args.budget_seconds if args.mutants_only and args.budget_seconds else MUTANT_BUDGET_SECONDS
+    )
+    for label, value in (("--budget-seconds", builtin_budget), ("--mutant-budget-seconds", mutant_budget)):
+        if not value > 0:
+            parser.error(f"{label}={value!r} must be > 0")
+    builtins = [] if args.mutants_only else list(builtin_adapters())
+    mutants = list(CATALOGUE)
+    if args.only:
+        wanted = [n.strip() for n in args.only.split(",") if n.strip()]
+        unknown = [n for n in wanted if n not in builtin_adapters() and n not in CATALOGUE]
+        if unknown:
+            parser.error(f"--only: unknown {unknown}; built-ins {list(builtin_adapters())}, mutants {list(CATALOGUE)}")
+        builtins = [n for n in builtins if n in wanted]
+        mutants = [n for n in mutants if n in wanted]
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    outcomes = run_builtins(out, builtins, seed=args.seed, budget_seconds=builtin_budget)
+    mutant_outcomes = run_mutants(out, mutants, seed=args.seed, budget_seconds=mutant_budget)
+    if mutant_outcomes:
+        _say(f"wrote {write_mutants_md(out, mutant_outcomes, seed=args.seed, budget_seconds=mutant_budget)}")
+    _say(f"wrote {write_index(out)}")
+    everything = outcomes + mutant_outcomes
+    bad = [o.name for o in everything if not o.ok]
+    _say(f"suite: {len(everything) - len(bad)}/{len(everything)} as expected in {time.perf_counter() - started:.0f} s"
+         + (f"; unexpected: {', '.join(bad)}" if bad else ""))  # fmt: skip
+    return 0 if not bad else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
