@@ -70,6 +70,10 @@ def run(
         raise ValueError(f"budget_seconds={budget_seconds!r} must be > 0")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha={alpha!r} must lie in (0, 1)")
+    if getattr(verify, "kind", None) == "pipeline" and not hasattr(verify, "verify"):
+        from .pipeline import run_pipeline
+
+        return run_pipeline(verify, seed=seed, budget_seconds=budget_seconds, alpha=alpha, progress=progress)
     adapter = as_adapter(verify, name)
     plan = scenarios_for(adapter) if scenarios is None else [s if isinstance(s, Scenario) else get(s) for s in scenarios]
     started = time.perf_counter()
