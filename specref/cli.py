@@ -26,6 +26,25 @@ def demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_conform(sub) -> None:
+    """`specref conform` (specref.conformance.cli); without torch, a stub that says what to install."""
+    try:
+        from .conformance.cli import add_parser
+    except ImportError as error:  # torch is an optional dependency; `demo` must work without it
+        message = str(error)
+        p_conform = sub.add_parser("conform", help="check an implementation (needs torch)")
+        p_conform.add_argument("rest", nargs=argparse.REMAINDER)
+        p_conform.set_defaults(func=lambda args: _missing(message))
+        return
+    add_parser(sub)
+
+
+def _missing(message: str) -> int:
+    print(f"specref conform: error: {message}; install the extras: pip install 'specref[transformers,plots]'",
+          file=sys.stderr)  # fmt: skip
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="specref", description=__doc__)
     parser.add_argument("--version", action="version", version=f"specref {__version__}")
@@ -34,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     p_demo.add_argument("--seed", type=int, default=0)
     p_demo.add_argument("-n", type=int, default=20000, help="sampled verify steps per case")
     p_demo.set_defaults(func=demo)
+    add_conform(sub)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

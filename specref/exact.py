@@ -9,8 +9,8 @@ below are proofs, not estimates. Branches of probability zero are never taken.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Hashable, Sequence
 from fractions import Fraction
-from typing import Callable, Hashable, Sequence
 
 from . import reference
 from .reference import Model, Row

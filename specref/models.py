@@ -7,8 +7,8 @@ and the samplers (statistics). All are deterministic functions of their argument
 from __future__ import annotations
 
 import zlib
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
-from typing import Mapping, Sequence
 
 import numpy as np
 

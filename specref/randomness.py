@@ -17,8 +17,9 @@ Sampling convention, shared with `specref.batched`:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import accumulate
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 

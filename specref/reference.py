@@ -19,7 +19,7 @@ an out-of-range id or a token with p_i = 0.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from .randomness import Randomness
 from .validation import check_context, check_distribution, check_gamma, check_token
@@ -110,7 +110,7 @@ def _point_mass(vocab_size: int, token: int) -> list[int]:
 def _check_step(target_probs, draft_probs, draft_tokens) -> None:
     gamma = check_gamma(len(draft_tokens))
     if len(target_probs) != gamma + 1:
-        raise ValueError(f"target_probs has {len(target_probs)} rows; expected g+1 = {gamma + 1} for g = {gamma} drafts")
+        raise ValueError(f"target_probs has {len(target_probs)} rows; expected g+1 = {gamma + 1} for g = {gamma}")
     if len(draft_probs) != gamma:
         raise ValueError(f"draft_probs has {len(draft_probs)} rows; expected g = {gamma}")
     vocab_size = len(target_probs[0])

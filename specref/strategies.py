@@ -115,7 +115,8 @@ def pairs(draw, vocab_size: int | None = None, *, relations=RELATIONS, kinds=KIN
     elif relation == "nested":
         outer = _weights(v, kind_p, rng)
         support = np.flatnonzero(outer)
-        inner = _weights(v, kind_q, rng, rng.choice(support, size=int(rng.integers(1, len(support) + 1)), replace=False))
+        subset = rng.choice(support, size=int(rng.integers(1, len(support) + 1)), replace=False)
+        inner = _weights(v, kind_q, rng, subset)
         w_p, w_q = (outer, inner) if draw(st.booleans()) else (inner, outer)
     else:  # near_equal: exact rows get Z = 1e-7 exactly; float rows get it up to rounding
         p = _normalise(_weights(v, kind_p, rng), exact=True)

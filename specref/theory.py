@@ -12,7 +12,7 @@ For context-dependent models, P(A >= k) = sum_{x_1..x_k} prod_i min(p_i(x_i), q_
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from .reference import Model, Row
 from .validation import check_distribution, check_gamma

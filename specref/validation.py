@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from fractions import Fraction
 from numbers import Real
-from typing import Sequence
 
 #: Float rows must sum to 1 within this absolute tolerance; Fraction rows must sum to exactly 1.
 SUM_TOLERANCE = 1e-6

@@ -10,8 +10,7 @@ from fractions import Fraction as F
 from .models import MarkovTable
 
 WORDS = (
-    "Under the pale moon a cat dog crossed slept garden "
-    "Beside silent lake birds began to sing softly loudly fell"
+    "Under the pale moon a cat dog crossed slept garden Beside silent lake birds began to sing softly loudly fell"
 ).split()
 ID = {w: i for i, w in enumerate(WORDS)}
 

@@ -378,7 +378,11 @@ def _cuda_package(module: str) -> bool:
 
 
 def builtin_adapters() -> dict[str, Callable[[], Adapter]]:
-    """name -> factory, for the adapters that can run here."""
+    """name -> factory, for the adapters that can run here.
+
+    With transformers importable this also lists the pipeline kind (specref.hf.pipelines): whole speculative
+    generation over tiny real models, e.g. 'transformers-generate'; their factories return PipelineAdapter.
+    """
     factories: dict[str, Callable[[], Adapter]] = {
         "reference": reference_adapter,
         "batched": batched_adapter,
@@ -386,6 +390,9 @@ def builtin_adapters() -> dict[str, Callable[[], Adapter]]:
     if _importable("transformers"):
         factories["transformers"] = transformers_adapter
         factories["transformers-ensemble"] = transformers_ensemble_adapter
+        from ..hf.pipelines import builtin_pipelines
+
+        factories.update(builtin_pipelines())
     if _cuda_package("vllm"):
         factories["vllm"] = vllm_adapter
     if _cuda_package("flashinfer"):

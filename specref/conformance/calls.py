@@ -77,7 +77,8 @@ def _as_tokens(out, batch: Batch) -> np.ndarray:
     if not isinstance(out, torch.Tensor):
         raise AdapterFailure("malformed", f"returned {type(out).__name__}, expected a torch.Tensor")
     if tuple(out.shape) != (rows, gamma + 1):
-        raise AdapterFailure("malformed", f"returned shape {tuple(out.shape)}, expected [B, g+1] = [{rows}, {gamma + 1}]")
+        expected = f"[B, g+1] = [{rows}, {gamma + 1}]"
+        raise AdapterFailure("malformed", f"returned shape {tuple(out.shape)}, expected {expected}")
     if out.dtype != torch.int64:
         raise AdapterFailure("malformed", f"returned dtype {out.dtype}, expected torch.int64")
     return out.detach().cpu().numpy()

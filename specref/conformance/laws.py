@@ -65,7 +65,6 @@ def rejection_mass(scenario: Scenario) -> np.ndarray:
 
 def sequence_law(scenario: Scenario, start: int, n: int) -> np.ndarray:
     """[V^n]: the target law of the first n tokens, prod_i P[state_i, x_i], states following next_state."""
-    v = scenario.vocab_size
     law = np.ones(1)
     states = np.array([start])
     for _ in range(n):

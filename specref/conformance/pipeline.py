@@ -54,7 +54,8 @@ def run_pipeline(pipeline, *, seed: int = 0, budget_seconds: float = 300.0, alph
         report.add_t0(name, [t0_result("adapter", int(error is not None), rows, {"error": error})])
         if error is None:
             try:
-                result = law_check(torch.cat(samples), law, alpha=alphas[f"joint_law[{name}]"], name=f"joint_law[{name}]")
+                check = f"joint_law[{name}]"
+                result = law_check(torch.cat(samples), law, alpha=alphas[check], name=check)
                 report.add_t2(name, [result])
             except ValueError as failure:  # out-of-range ids: a certain failure
                 report.add_t0(name, [t0_result("t0_valid_ids", 1, rows, {"error": str(failure)})])

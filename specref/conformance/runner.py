@@ -43,9 +43,7 @@ def _seed(*key) -> int:
 def scenarios_for(adapter: Adapter) -> list[Scenario]:
     """The scenarios an adapter's declared capabilities allow."""
     return [
-        s
-        for s in SCENARIOS.values()
-        if (adapter.ragged or not s.ragged) and (adapter.point_mass or not s.point_mass)
+        s for s in SCENARIOS.values() if (adapter.ragged or not s.ragged) and (adapter.point_mass or not s.point_mass)
     ]
 
 
@@ -75,7 +73,10 @@ def run(
 
         return run_pipeline(verify, seed=seed, budget_seconds=budget_seconds, alpha=alpha, progress=progress)
     adapter = as_adapter(verify, name)
-    plan = scenarios_for(adapter) if scenarios is None else [s if isinstance(s, Scenario) else get(s) for s in scenarios]
+    if scenarios is None:
+        plan = scenarios_for(adapter)
+    else:
+        plan = [s if isinstance(s, Scenario) else get(s) for s in scenarios]
     started = time.perf_counter()
     deadline = started + budget_seconds
     report = Report(adapter, seed=seed, budget_seconds=budget_seconds, alpha=alpha)
@@ -154,7 +155,7 @@ def run(
     return report
 
 
-def _feed(adapter: Adapter, s: Scenario, tally: checks.Tally, rows: int, seed: int, chunk: int, deadline: float) -> float:
+def _feed(adapter: Adapter, s: Scenario, tally: checks.Tally, rows: int, seed: int, chunk, deadline: float) -> float:
     batch = s.inputs(rows, seed, chunk)
     timeout = max(30.0, deadline - time.perf_counter())
     out, seen, seconds = call(adapter, batch, _seed("generator", seed, s.name, chunk), timeout=timeout)

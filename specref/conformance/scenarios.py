@@ -204,9 +204,7 @@ def _build() -> dict[str, Scenario]:
         target, draft = _markov_tables(rng, 6)
         out.append(markov(f"markov_g{gamma}", f"order-1 Markov, V=6, 30% zeros in p, g={gamma}", target, draft, gamma))
     p, q = _peaked(rng, 8193, 0.5), _peaked(rng, 8193, 0.2)
-    out.append(
-        context_free("large_v8193_g2", "V=8193, peaked laws, zero-heavy target", p, q, 2, rows_per_call=512)
-    )
+    out.append(context_free("large_v8193_g2", "V=8193, peaked laws, zero-heavy target", p, q, 2, rows_per_call=512))
     p, q = _peaked(rng, 151936, 0.5), _peaked(rng, 151936, 0.2)
     out.append(context_free("large_v151936_g1", "V=151936 (Qwen vocab)", p, q, 1, rows_per_call=64))
     p = _dense(rng, 10)
@@ -217,14 +215,10 @@ def _build() -> dict[str, Scenario]:
     ]
     out.append(_mixed("mixed_batch_g3", "rows of three scenarios interleaved in each call", parts))
     target, draft = _markov_tables(rng, 6)
-    out.append(
-        markov("ragged_g6", "Markov V=6, num_draft ~ U{0..6}, -1 placeholders", target, draft, 6, ragged=True)
-    )
+    out.append(markov("ragged_g6", "Markov V=6, num_draft ~ U{0..6}, -1 placeholders", target, draft, 6, ragged=True))
     out.append(markov("point_mass_g4", "Markov V=6, draft_probs=None", target, draft, 4, point_mass=True))
     p, q = _dense(rng, 8), _dense(rng, 8)
-    out.append(
-        context_free("identical_rows_g2", "every row has the same inputs", p, q, 2, identical_rows=True)
-    )
+    out.append(context_free("identical_rows_g2", "every row has the same inputs", p, q, 2, identical_rows=True))
     target, draft = _markov_tables(rng, 5, zero_fraction=0.2)
     out.append(markov("joint_markov_g2", "Markov V=5: first 3 tokens over repeated cycles", target, draft, 2))
     return {s.name: s for s in out}
