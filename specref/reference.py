@@ -58,7 +58,7 @@ def verify(
     return emitted
 
 
-def draft_tokens(draft: Model, context: Sequence[int], gamma: int, rng: Randomness) -> tuple[list[int], list[Row]]:
+def draw_drafts(draft: Model, context: Sequence[int], gamma: int, rng: Randomness) -> tuple[list[int], list[Row]]:
     """Draw d_1..d_g autoregressively from the draft model; return the drafts and the rows q_1..q_g."""
     tokens, rows = [], []
     for _ in range(gamma):
@@ -72,7 +72,7 @@ def cycle(target: Model, draft: Model, prefix: Sequence[int], gamma: int, rng: R
     """One speculative cycle: draft g tokens, score g+1 target rows, verify. Returns the emitted tokens."""
     check_gamma(gamma)
     prefix = tuple(prefix)
-    tokens, draft_rows = draft_tokens(draft, prefix, gamma, rng)
+    tokens, draft_rows = draw_drafts(draft, prefix, gamma, rng)
     target_rows = [_row(target, "target", prefix + tuple(tokens[:i])) for i in range(gamma + 1)]
     if len(target_rows[0]) != len(draft_rows[0]):
         raise ValueError(f"target has vocab size {len(target_rows[0])} but draft has {len(draft_rows[0])}")
