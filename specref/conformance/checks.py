@@ -14,7 +14,6 @@ T2 (statistical; alpha from the run's budget), per scenario:
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,14 +39,14 @@ DESCRIPTIONS = {
     "t0_zero_prob_emitted": "no emitted token has target probability 0",
     "t0_residual_support": "a correction token lies in the support of max(0, p - q)",
     "first_token_law": "law of the first emitted token equals p_1",
-    "correction_law": "given a rejection, the correction follows max(0, p - q) / Z",
+    "correction_law": "given a rejection, the correction follows max(0, p - q) / Z (p without d for point mass)",
     "bonus_law": "given all drafts accepted, the bonus follows p_{g+1}",
     "reject_rate": "P(reject at i | reached i) equals Z_i, every position",
     "accepted_length_law": "accepted-count law equals the truncated geometric / exact law",
     "mean_tau": "mean tokens per cycle equals the closed form",
     "batch_composition": "each component of a mixed batch keeps its own first-token law",
     "ragged_law": "with ragged num_draft, the accepted-count law per num_draft is exact",
-    "point_mass_law": "point-mass drafts: first-token law p_1 and correction p without d",
+    "point_mass_law": "point-mass drafts (draft_probs=None): the first-token law equals p_1",
     "row_independence": "identical rows in one call give independent outputs",
     "joint_law": "first n tokens over repeated cycles follow prod p",
     "reproducibility": "same seed gives the same tokens; another seed gives others",
@@ -75,7 +74,7 @@ def t2_plan(scenario: Scenario) -> list[str]:
     if scenario.ragged:
         return ["first_token_law", "ragged_law", "bonus_law"]
     if scenario.point_mass:
-        return ["point_mass_law", "accepted_length_law", "bonus_law"]
+        return ["point_mass_law", "correction_law", "accepted_length_law", "bonus_law"]
     plan = ["first_token_law"]
     z = laws.rejection_mass(scenario)
     if (z > 0).any():
@@ -215,13 +214,10 @@ class Tally:
         if kind in ("first_token_law", "batch_composition"):
             return chisquare_strata(self.first, sc.target, alpha=alpha, name=name)
         if kind == "correction_law":
-            return chisquare_strata(self.correction, laws.residuals(sc), alpha=alpha, name=name)
-        if kind == "point_mass_law":
-            first = chisquare_strata(self.first, sc.target, alpha=alpha / 2, name=name)
-            corr = chisquare_strata(self.correction, laws.point_mass_residuals(sc), alpha=alpha / 2, name=name)
-            worst = min((first, corr), key=lambda r: (r.passed, r.p_value))
-            # Bonferroni over the two halves: report one p-value valid at the check's alpha (Holm needs it)
-            return dataclasses.replace(worst, p_value=min(1.0, 2 * worst.p_value), alpha=alpha)
+            residual = laws.point_mass_residuals(sc) if sc.point_mass else laws.residuals(sc)
+            return chisquare_strata(self.correction, residual, alpha=alpha, name=name)
+        if kind == "point_mass_law":  # the first-token law, under point-mass drafts
+            return chisquare_strata(self.first, sc.target, alpha=alpha, name=name)
         if kind == "bonus_law":
             return chisquare_strata(self.bonus, sc.target, alpha=alpha, name=name)
         if kind == "reject_rate":
