@@ -136,7 +136,7 @@ class Tally:
         good &= ~prefix_bad
 
         target_seen, draft_seen = probs_seen
-        safe = np.where(valid, out, 0)
+        safe = np.where(valid & (out < v), out, 0)  # rows with bad ids were counted above
         p_at = np.take_along_axis(target_seen, safe[:, :, None], 2)[:, :, 0]  # [B, g+1]
         zero_hit = (valid & (p_at <= 0)).any(1)
         self._count("t0_zero_prob_emitted", good & zero_hit, batch, out, where)

@@ -6,7 +6,7 @@
 IMPL is a built-in name (`specref conform --list`), `package.module:attr` or `path/to/file.py:attr`; the attribute
 (dotted paths allowed) is a verify function or an adapter object declaring its capabilities. Exit codes: 0
 conforming; 1 non-conforming (a check failed, the adapter raised, hung or returned malformed output, or the rule is
-lossy by configuration); 2 usage error.
+lossy by configuration); 2 usage error; 3 (an extension) an internal error of specref itself, never a verdict.
 
 Extensions of the public CLI (DESIGN.md): --alpha (the run's family-wise false-alarm probability, default 1e-3),
 --scenarios a,b (run only these scenarios), --no-plots (skip the PNGs).
@@ -20,10 +20,12 @@ import importlib.util
 import inspect
 import os
 import re
+import shutil
 import sys
+import traceback
 from pathlib import Path
 
-EXIT_CONFORMING, EXIT_NON_CONFORMING, EXIT_USAGE = 0, 1, 2
+EXIT_CONFORMING, EXIT_NON_CONFORMING, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
 
 class UsageError(Exception):
@@ -48,6 +50,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=float, default=1e-3,
                    help="extension: family-wise false-alarm probability of the run (default 1e-3)")  # fmt: skip
     p.add_argument("--scenarios", metavar="A,B", help="extension: run only these scenarios (comma-separated)")
+    p.add_argument("--rows", type=int, metavar="N",
+                   help="extension: a fixed N of rows per scenario instead of sizing by time (the budget still "
+                   "bounds the run); reproducible sample sizes for CI")  # fmt: skip
     p.add_argument("--no-plots", action="store_true", help="extension: write no PNG plots")
     p.set_defaults(func=conform)
     return p
@@ -65,6 +70,8 @@ def conform(args: argparse.Namespace) -> int:
             raise UsageError(f"--budget-seconds={args.budget_seconds!r} must be > 0")
         if not 0 < args.alpha < 1:
             raise UsageError(f"--alpha={args.alpha!r} must lie in (0, 1)")
+        if args.rows is not None and args.rows < 1:
+            raise UsageError(f"--rows={args.rows!r} must be >= 1")
         adapter, label = resolve(args.impl)
         scenarios = select_scenarios(adapter, args.scenarios)
     except UsageError as error:
@@ -79,24 +86,32 @@ def conform(args: argparse.Namespace) -> int:
         budget_seconds=args.budget_seconds,
         alpha=args.alpha,
         scenarios=scenarios,
+        rows=args.rows,
         plots=not args.no_plots,
     )
 
 
 def run_and_report(adapter, *, spec, out_dir, json_file=None, seed=0, budget_seconds=300.0, alpha=1e-3,
-                   scenarios=None, plots=True, stream=None) -> int:  # fmt: skip
+                   scenarios=None, rows=None, plots=True, stream=None) -> int:  # fmt: skip
     """Run, write the report folder, print a compact summary; returns the exit code."""
     from . import run
     from .render import write_report
     from .report import CONFORMING, LOSSY
 
-    stream = stream or sys.stdout
-    with ProgressBar(adapter.name, budget_seconds) as bar:
-        report = run(adapter, seed=seed, budget_seconds=budget_seconds, alpha=alpha, scenarios=scenarios,
-                     progress=bar.update)  # fmt: skip
-    paths = write_report(report, out_dir, spec=spec, plots=plots)
+    stream = stream or (sys.stderr if json_file == "-" else sys.stdout)  # stdout keeps pure JSON with --json -
+    extra = {} if rows is None else {"rows": rows}
+    try:
+        with ProgressBar(getattr(adapter, "name", spec), budget_seconds) as bar:
+            report = run(adapter, seed=seed, budget_seconds=budget_seconds, alpha=alpha, scenarios=scenarios,
+                         progress=bar.update, **extra)  # fmt: skip
+        paths = write_report(report, out_dir, spec=spec, plots=plots)
+    except Exception:  # noqa: BLE001 -- the adapter's own failures are verdicts inside run(); this is specref's bug
+        traceback.print_exc()
+        print("specref conform: internal error: the harness failed, which is a bug in specref, not a verdict on "
+              f"{spec!r}; exit {EXIT_INTERNAL}", file=sys.stderr)  # fmt: skip
+        return EXIT_INTERNAL
     if json_file == "-":
-        print(Path(paths["json"]).read_text(), file=stream)
+        print(Path(paths["json"]).read_text())
     elif json_file:
         Path(json_file).parent.mkdir(parents=True, exist_ok=True)
         Path(json_file).write_text(Path(paths["json"]).read_text())
@@ -113,9 +128,18 @@ def list_builtins() -> str:
 
     lines = ["built-in implementations (specref conform NAME):"]
     for name, factory in builtin_adapters().items():
-        adapter = factory()
-        lossy = " [lossy by configuration]" if adapter.lossy else ""
-        lines.append(f"  {name:<22} {adapter.notes.split(';')[0].split('. ')[0]}{lossy}")
+        try:
+            adapter = factory()
+        except Exception as error:  # noqa: BLE001 -- a listing must not die on one unavailable built-in
+            lines.append(f"  {name:<28} (unavailable here: {type(error).__name__}: {error})")
+            continue
+        about = getattr(adapter, "notes", "") or getattr(adapter, "description", "")
+        tags = [getattr(adapter, "kind", "kernel")]
+        if getattr(adapter, "lossy", False):
+            tags.append("lossy by configuration")
+        if getattr(adapter, "expected_conforming", True) is False:
+            tags.append("a deliberate bug")
+        lines.append(f"  {name:<28} {about.split(';')[0].split('. ')[0]} [{', '.join(tags)}]")
     lines.append("GPU-only peers (vllm, flashinfer, sglang) are listed only where their package imports and CUDA "
                  "is present.")  # fmt: skip
     return "\n".join(lines)
@@ -145,12 +169,14 @@ def resolve(spec: str):
         obj = getattr(obj, part)
     if inspect.isclass(obj) and not issubclass(obj, Adapter):
         raise UsageError(f"IMPL={spec!r} is a class; point at a verify function or an adapter instance")
+    stem = Path(where).stem if where.endswith(".py") else where.rsplit(".", 1)[-1]
+    if getattr(obj, "kind", None) == "pipeline" and not hasattr(obj, "verify"):  # whole pipelines: run() knows them
+        return obj, re.sub(r"[^A-Za-z0-9_.-]+", "-", getattr(obj, "name", f"{stem}.{attr}"))
     try:
         adapter = as_adapter(obj)
     except ValueError as error:
         raise UsageError(f"IMPL={spec!r}: {error}") from None
     _check_signature(adapter.verify, spec)
-    stem = Path(where).stem if where.endswith(".py") else where.rsplit(".", 1)[-1]
     label = adapter.name if adapter.name not in (attr, "verify", "function") else f"{stem}.{attr}"
     return adapter, re.sub(r"[^A-Za-z0-9_.-]+", "-", label)
 
@@ -190,14 +216,16 @@ def _check_signature(verify, spec: str) -> None:
     try:
         signature.bind(None, None, None, None)
     except TypeError:
-        raise UsageError(f"IMPL={spec!r}: verify{signature} cannot be called as verify(target_probs, draft_probs, "
-                         "draft_tokens, generator)") from None  # fmt: skip
+        raise UsageError(f"IMPL={spec!r}: its verify{signature} cannot be called as verify(target_probs, "
+                         "draft_probs, draft_tokens, generator); a factory must be called first") from None  # fmt: skip
 
 
 def select_scenarios(adapter, names: str | None) -> list[str] | None:
     """The --scenarios list, validated against the scenarios the adapter's capabilities allow."""
     if names is None:
         return None
+    if not hasattr(adapter, "verify"):
+        raise UsageError("--scenarios applies to verify-level adapters, not to pipelines")
     from .runner import scenarios_for
     from .scenarios import SCENARIOS
 
@@ -229,7 +257,8 @@ class ProgressBar:
             except ImportError:
                 return self
             layout = "{desc:<40.40} {percentage:3.0f}%|{bar}| {elapsed} of ~" + f"{self.budget_seconds:.0f}s"
-            self.bar = tqdm(total=100, desc=self.name, file=sys.stderr, leave=False, bar_format=layout)
+            width = shutil.get_terminal_size((100, 20)).columns  # falls back when the terminal reports 0 columns
+            self.bar = tqdm(total=100, desc=self.name, file=sys.stderr, leave=False, bar_format=layout, ncols=width)
         return self
 
     def update(self, message: str, fraction: float) -> None:

@@ -72,7 +72,12 @@ def render_markdown(record: dict) -> str:
         f"(T0 {sum(c['passed'] for c in t0)}/{len(t0)}, T2 {sum(c['passed'] for c in t2)}/{len(t2)}).",
         "",
         f"- implementation: `{record.get('spec') or record['impl']}` ({adapter['kind']}; device {adapter['device']}, "
-        f"dtype {adapter['dtype']}; capabilities: {', '.join(caps) or 'none beyond the verify contract'})",
+        f"dtype {adapter['dtype']}; "
+        + (
+            "a whole pipeline: prompts in, continuations out)"
+            if adapter["kind"] == "pipeline"
+            else f"capabilities: {', '.join(caps) or 'none beyond the verify contract'})"
+        ),
         f"- seed {record['seed']}, budget {record['budget_seconds']:g} s, wall time {record['wall_seconds']:.1f} s, "
         f"{rows:,} rows over {len(record['scenarios'])} scenarios",
         f"- family-wise false-alarm probability {record['alpha']:g}: Bonferroni split over the {len(t2)} T2 checks, "
@@ -83,16 +88,20 @@ def render_markdown(record: dict) -> str:
     if adapter.get("notes"):
         lines.append(f"- notes: {adapter['notes']}")
     if record["verdict"] == "lossy by configuration":
-        tv = record.get("measured_tv") or {}
+        checked = {c["name"] for c in checks}  # only where the first token's law is p_1 (not fixed-draft rows)
+        tv = {k: v for k, v in (record.get("measured_tv") or {}).items() if f"first_token_law[{k}]" in checked}
         lines += ["", "This implementation is **lossy by configuration**: its rule does not keep the target law, by "
                   "design. Measured TV of the first-token law per scenario: "
                   + (", ".join(f"{k} {v:.4f}" for k, v in sorted(tv.items())) or "n/a") + "."]  # fmt: skip
     if failed:
         lines += ["", "## Failures", "", f"Caught by (most certain first): {', '.join(record['caught_by'])}.", ""]
-        for check in sorted(failed, key=lambda c: (c["details"].get("tier") != "T0", c["p_value"] or 0.0))[:20]:
+        ordered = sorted(failed, key=lambda c: (c["details"].get("tier") != "T0", c["p_value"] or 0.0))
+        shown = list({kind_of(c["name"]): c for c in reversed(ordered)}.values())[::-1]  # first failure per kind
+        for check in shown:
             lines += _failure_section(check, record)
-        if len(failed) > 20:
-            lines.append(f"... and {len(failed) - 20} more failed checks (see report.json).")
+        rest = [c["name"] for c in ordered if c not in shown]
+        if rest:
+            lines += [f"Also failed: {', '.join(f'`{name}`' for name in rest)}.", ""]
     lines += ["", "## Statistical checks (T2)", "", _t2_table(t2), "", "## Deterministic checks (T0)", "",
               _t0_table(t0), ""]  # fmt: skip
     plots = [name for name in PLOT_FILES.values() if name in record.get("files", [])]
@@ -102,10 +111,15 @@ def render_markdown(record: dict) -> str:
         lines += [f"![{name}]({name})" for name in plots] + [""]
     lines += ["## Scenarios", "", "| scenario | description | g | V | rows | rows/s |", "|---|---|---:|---:|---:|---:|"]
     for name, s in record["scenarios"].items():
-        rate = s.get("rows_per_second")
-        lines.append(f"| {name} | {s['description']} | {s['gamma']} | {s['vocab_size']} | {s['rows']:,} | "
+        rate, gamma = s.get("rows_per_second"), _fmt(s["gamma"], "d")
+        lines.append(f"| {name} | {_cell(s['description'])} | {gamma} | {s['vocab_size']} | {s['rows']:,} | "
                      f"{'-' if rate is None else f'{rate:,.0f}'} |")  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    """Table-safe Markdown: a literal | would end the cell."""
+    return str(text).replace("|", "\\|")
 
 
 def _fmt(value, spec: str = ".3g") -> str:
@@ -116,8 +130,9 @@ def _t2_table(t2: list[dict]) -> str:
     head = "| check | what it tests | statistic | df | p-value | alpha | N | detectable TV | verdict |"
     lines = [head, "|---|---|---:|---:|---:|---:|---:|---:|---|"]
     for c in t2:
+        what = _cell(DESCRIPTIONS.get(kind_of(c["name"]), ""))
         lines.append(
-            f"| `{c['name']}` | {DESCRIPTIONS.get(kind_of(c['name']), '')} | {_fmt(c['statistic'], '.4g')} | {c['df']} "
+            f"| `{c['name']}` | {what} | {_fmt(c['statistic'], '.4g')} | {c['df']} "
             f"| {_fmt(c['p_value'])} | {_fmt(c['alpha'], '.2g')} | {c['n']:,} | {_fmt(c['guaranteed_tv'], '.4f')} "
             f"| {'pass' if c['passed'] else '**FAIL**'} |"
         )
@@ -137,7 +152,7 @@ def _t0_table(t0: list[dict]) -> str:
         where = ", ".join(c["name"][len(kind) + 1 : -1] for c in bad[:6]) + (" ..." if len(bad) > 6 else "")
         violations = sum(int(c["statistic"] or 0) for c in group)
         lines.append(
-            f"| `{kind}` | {DESCRIPTIONS.get(kind, '')} | {len(group)} | {sum(c['n'] for c in group):,} | "
+            f"| `{kind}` | {_cell(DESCRIPTIONS.get(kind, ''))} | {len(group)} | {sum(c['n'] for c in group):,} | "
             f"{violations:,} | {'pass' if not bad else f'**FAIL** ({where})'} |"
         )
     return "\n".join(lines)
@@ -178,14 +193,15 @@ def _failure_section(check: dict, record: dict) -> list[str]:
             )
         elif isinstance(example, dict):
             lines.append(f"Example: `{json.dumps(example)}`")
-    if where and where.get("scenario") in record["scenarios"] and not where["scenario"].startswith("joint_"):
+    kernel = record["adapter"].get("kind") == "kernel"
+    if kernel and where and where.get("scenario") in record["scenarios"] and not where["scenario"].startswith("joint_"):
         lines += ["", "Reproduce:", "", "```python", _snippet(record, where), "```"]
     return lines + [""]
 
 
 def _snippet(record: dict, where: dict) -> str:
     """Python that rebuilds the batch of `where` and calls the implementation with the harness's generator seed."""
-    from .runner import _seed  # the runner's stable per-call generator seed
+    from .runner import derive_seed  # the runner's stable per-call generator seed
 
     spec = record.get("spec") or record["impl"]
     if ":" in spec:
@@ -201,6 +217,7 @@ def _snippet(record: dict, where: dict) -> str:
     else:
         load = f"from specref.conformance import builtin_adapters\nverify = builtin_adapters()[{spec!r}]().verify"
     scenario, seed, chunk, rows = where["scenario"], where["seed"], where["chunk"], where["rows"]
+    generator_seed = derive_seed("generator", seed, scenario, chunk)
     dtype = record["adapter"]["dtype"]
     row = where.get("row")
     show = f"print(tokens[{row}], batch.draft_tokens[{row}])" if row is not None else "print(tokens[:8])"
@@ -215,7 +232,7 @@ def _snippet(record: dict, where: dict) -> str:
             ".any() else {}",
             "tokens = verify(as_tensor(batch.target_probs), as_tensor(batch.draft_probs),",
             "                torch.tensor(batch.draft_tokens),",
-            f"                torch.Generator().manual_seed({_seed('generator', seed, scenario, chunk)}), **kwargs)",
+            f"                torch.Generator().manual_seed({generator_seed}), **kwargs)",
             show,
         ]
     )
@@ -337,4 +354,19 @@ def write_index(root: str | os.PathLike) -> Path:
     return path
 
 
-__all__ = ["render_markdown", "write_index", "write_plots", "write_report"]
+def rebuild(root: str | os.PathLike) -> Path:
+    """Re-render every report.md under root from its report.json (after a change of this module), then index.md."""
+    for path in Path(root).rglob("report.json"):
+        record = json.loads(path.read_text())
+        if "verdict" in record and "checks" in record:
+            path.with_name("report.md").write_text(render_markdown(record))
+    return write_index(root)
+
+
+if __name__ == "__main__":  # python -m specref.conformance.render [reports]
+    import sys
+
+    print(rebuild(sys.argv[1] if len(sys.argv) > 1 else "reports"))
+
+
+__all__ = ["rebuild", "render_markdown", "write_index", "write_plots", "write_report"]

@@ -42,7 +42,8 @@ class Report:
     def add_t2(self, scenario: str, results: list[CheckResult], tally=None) -> None:
         for r in results:
             self.checks.append(dataclasses.replace(r, details={**r.details, "tier": "T2"}))
-        if tally is not None and tally.scenario.vocab_size <= PLOT_MAX_VOCAB:
+        # identical rows share one fixed draft, so their token laws are not p: nothing to plot against p
+        if tally is not None and tally.scenario.vocab_size <= PLOT_MAX_VOCAB and not tally.scenario.identical_rows:
             self.plots[scenario] = _plot_series(tally)
 
     def finish(self, budget: ErrorBudget, wall_seconds: float) -> None:
@@ -134,6 +135,8 @@ def _failure_line(r: CheckResult) -> str:
     if r.details.get("tier") == "T2":
         return f"FAIL {r.name}: p={r.p_value:.3g} (alpha {r.alpha:.2g}), statistic {r.statistic:.4g}, n={r.n}"
     detail = r.details.get("error") or r.details.get("example")
+    if detail is None:
+        detail = {k: v for k, v in r.details.items() if k != "tier"}
     count = "" if math.isnan(r.statistic) else f" ({int(r.statistic)} violations in {r.n} rows)"
     return f"FAIL {r.name}{count}: {detail}"
 

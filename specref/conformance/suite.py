@@ -16,14 +16,16 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import run
 from .adapters import as_adapter, builtin_adapters
 from .render import write_index, write_report
-from .report import CONFORMING, LOSSY
+from .report import CONFORMING, LOSSY, NON_CONFORMING
 
+HARNESS_ERROR = "harness error"
 BUILTIN_BUDGET_SECONDS = 300.0  # the CLI default: a vectorised adapter's checks sized to it
 MUTANT_BUDGET_SECONDS = 25.0
 
@@ -51,26 +53,45 @@ class Outcome:
         return bool(set(self.caught_by) & set(self.designed_for or []))
 
 
+def law_tv(report) -> dict[str, float]:
+    """Report.measured_tv() restricted to scenarios whose first-token law is p_1 (a first_token_law check ran)."""
+    names = {r.name for r in report.checks}
+    return {k: v for k, v in report.measured_tv().items() if f"first_token_law[{k}]" in names}
+
+
 def run_one(adapter, out_dir: Path, *, spec: str, seed: int, budget_seconds: float, plots: bool = True):
+    """(report, wall seconds, None), or (None, wall seconds, message) when the harness itself failed on this impl:
+    one such failure is recorded as a suite failure and the suite goes on."""
     started = time.perf_counter()
-    report = run(adapter, seed=seed, budget_seconds=budget_seconds)
-    write_report(report, out_dir, spec=spec, plots=plots)
-    return report, time.perf_counter() - started
+    try:
+        report = run(adapter, seed=seed, budget_seconds=budget_seconds)
+        write_report(report, out_dir, spec=spec, plots=plots)
+    except Exception as error:  # noqa: BLE001 -- a harness bug on one impl must not hide the others' verdicts
+        message = f"{HARNESS_ERROR}: {type(error).__name__}: {error}"
+        _say(f"  {message}\n" + "".join(traceback.format_exception(error)[-4:]))
+        return None, time.perf_counter() - started, message
+    return report, time.perf_counter() - started, None
 
 
-def run_builtins(out: Path, names: list[str], *, seed: int, budget_seconds: float) -> list[Outcome]:
+def run_builtins(
+    out: Path, names: list[str], *, seed: int, budget_seconds: float, mutant_budget: float = MUTANT_BUDGET_SECONDS
+) -> list[Outcome]:
+    """The built-ins at budget_seconds each; those that are deliberate bugs (pipeline mutants) at mutant_budget."""
     outcomes = []
     factories = builtin_adapters()
     for name in names:
         adapter = factories[name]()
-        _say(f"[builtin] {name}: running (budget {budget_seconds:g} s)")
-        report, wall = run_one(adapter, out / name, spec=name, seed=seed, budget_seconds=budget_seconds)
-        expected = LOSSY if adapter.lossy else CONFORMING
-        outcome = Outcome(name, report.verdict, expected, report.caught_by(), wall, budget_seconds,
-                          measured_tv=report.measured_tv() if adapter.lossy else None)  # fmt: skip
+        lossy = getattr(adapter, "lossy", False)
+        buggy = getattr(adapter, "expected_conforming", True) is False  # built-in pipeline mutants
+        expected = LOSSY if lossy else NON_CONFORMING if buggy else CONFORMING
+        budget = min(budget_seconds, mutant_budget) if buggy else budget_seconds
+        _say(f"[builtin] {name}: running (budget {budget:g} s, expected {expected})")
+        report, wall, error = run_one(adapter, out / name, spec=name, seed=seed, budget_seconds=budget)
+        outcome = Outcome(name, error or report.verdict, expected, [] if error else report.caught_by(), wall, budget,
+                          measured_tv=law_tv(report) if lossy and not error else None)  # fmt: skip
         outcomes.append(outcome)
-        _say(f"[builtin] {name}: {report.verdict} in {wall:.0f} s" + ("" if outcome.ok else "  <-- UNEXPECTED"))
-        if not outcome.ok:
+        _say(f"[builtin] {name}: {outcome.verdict} in {wall:.0f} s" + ("" if outcome.ok else "  <-- UNEXPECTED"))
+        if report is not None and not outcome.ok:
             _say("  " + report.summary().replace("\n", "\n  "))
     return outcomes
 
@@ -81,15 +102,16 @@ def run_mutants(out: Path, names: list[str], *, seed: int, budget_seconds: float
     outcomes = []
     for name in names:
         mutant = CATALOGUE[name]
-        report, wall = run_one(as_adapter(mutant), out / "mutants" / name, spec=f"specref.mutants:CATALOGUE[{name}]",
-                               seed=seed, budget_seconds=budget_seconds)  # fmt: skip
-        expected = LOSSY if mutant.lossy else "non-conforming"
-        outcome = Outcome(name, report.verdict, expected, report.caught_by(), wall, budget_seconds,
-                          designed_for=list(mutant.caught_by), bug_class=mutant.bug_class,
-                          measured_tv=report.measured_tv() if mutant.lossy else None)  # fmt: skip
+        spec = f"{mutant.verify.__module__}:{mutant.verify.__name__}"  # also a valid `specref conform` IMPL
+        report, wall, error = run_one(as_adapter(mutant), out / "mutants" / name, spec=spec, seed=seed,
+                                      budget_seconds=budget_seconds)  # fmt: skip
+        expected = LOSSY if mutant.lossy else NON_CONFORMING
+        outcome = Outcome(name, error or report.verdict, expected, [] if error else report.caught_by(), wall,
+                          budget_seconds, designed_for=list(mutant.caught_by), bug_class=mutant.bug_class,
+                          measured_tv=law_tv(report) if mutant.lossy and not error else None)  # fmt: skip
         outcomes.append(outcome)
         mark = "caught" if outcome.caught_expected else "NOT CAUGHT by a designed check"
-        _say(f"[mutant] {name}: {report.verdict}, {mark} ({', '.join(outcome.caught_by[:3]) or '-'}) in {wall:.0f} s")
+        _say(f"[mutant] {name}: {outcome.verdict}, {mark} ({', '.join(outcome.caught_by[:3]) or '-'}) in {wall:.0f} s")
     return outcomes
 
 
@@ -114,7 +136,8 @@ def write_mutants_md(out: Path, outcomes: list[Outcome], *, seed: int, budget_se
             worst = max(tv.items(), key=lambda kv: kv[1]) if tv else None
             verdict = "lossy by configuration" + (f"; measured TV up to {worst[1]:.3f} ({worst[0]})" if worst else "")
         lines.append(
-            f"| [{o.name}](mutants/{o.name}/report.md) | {o.bug_class} | {', '.join(o.designed_for or [])} | "
+            f"| {o.name if o.verdict.startswith(HARNESS_ERROR) else f'[{o.name}](mutants/{o.name}/report.md)'} "
+            f"| {o.bug_class} | {', '.join(o.designed_for or [])} | "
             f"{', '.join(o.caught_by[:4]) or '-'}{' ...' if len(o.caught_by) > 4 else ''} | "
             f"{'yes' if o.caught_expected else '**no**'} | {verdict} | {o.wall_seconds:.0f} |"
         )
@@ -162,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    outcomes = run_builtins(out, builtins, seed=args.seed, budget_seconds=builtin_budget)
+    outcomes = run_builtins(out, builtins, seed=args.seed, budget_seconds=builtin_budget, mutant_budget=mutant_budget)
     mutant_outcomes = run_mutants(out, mutants, seed=args.seed, budget_seconds=mutant_budget)
     if mutant_outcomes:
         _say(f"wrote {write_mutants_md(out, mutant_outcomes, seed=args.seed, budget_seconds=mutant_budget)}")

@@ -142,7 +142,7 @@ _ENTRIES = [
     _entry(
         bugs.placeholder_as_index,
         "Control flow",
-        ["ragged_law"],
+        ["t0_padding", "ragged_law"],
         "DESIGN.md: -1 placeholder drafts used as indices (vLLM PLACEHOLDER_TOKEN_ID)",
         ragged=True,
     ),
