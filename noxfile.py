@@ -15,11 +15,21 @@ def install(session: nox.Session, extras: str = "test,transformers,plots", torch
     session.install(torch, "-e", f".[{extras}]")
 
 
+TIERS = ("exact", "statistical", "hypothesis_stat")  # cheapest and most certain first
+
+
 @nox.session
 def properties(session: nox.Session) -> None:
-    """The CI suite: exact, then statistical, then Hypothesis properties, plus a quick CPU pass of gpu_tests."""
+    """The CI suite by tier (exact, statistical, Hypothesis), then a quick CPU pass of gpu_tests.
+
+    With posargs, one pytest run with them instead of the tiers (e.g. `nox -s properties -- -k coupling`).
+    """
     install(session)
-    session.run("pytest", "-n", "auto", *session.posargs)
+    if session.posargs:
+        session.run("pytest", "-n", "auto", *session.posargs)
+        return
+    for tier in TIERS:
+        session.run("pytest", "-n", "auto", "-m", tier)
     session.run("pytest", "gpu_tests", "-q", "-m", "not slow", env={"SPECREF_DEVICE": "cpu"})
 
 

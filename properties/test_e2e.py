@@ -36,6 +36,7 @@ def models():
     return tiny.tiny_pair()
 
 
+@pytest.mark.exact
 @pytest.mark.parametrize("setting", [Processors(0.7), Processors(1.0, top_k=5), Processors(0.9, top_k=4, top_p=0.8)])
 def test_processors_match_transformers_warpers(setting):
     logits = torch.randn(64, 16, generator=torch.Generator().manual_seed(3)) * 3  # [N, V]
@@ -50,6 +51,7 @@ def test_processors_match_transformers_warpers(setting):
     torch.testing.assert_close(ours[~torch.isinf(ours)], expected[~torch.isinf(expected)])
 
 
+@pytest.mark.exact
 def test_left_padding_matches_unpadded_forward(models):
     target, _ = models
     rows = [[3, 1, 4, 1, 5], [9, 2], [6, 5, 3, 5]]
@@ -60,6 +62,7 @@ def test_left_padding_matches_unpadded_forward(models):
         torch.testing.assert_close(padded[i, -len(row) :], alone, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.exact
 def test_exact_law_is_the_chain_rule_of_the_model(models):
     target, _ = models
     prompt = [7, 8, 4, 11]
@@ -72,6 +75,7 @@ def test_exact_law_is_the_chain_rule_of_the_model(models):
         assert law[x1, x2] == pytest.approx(float(p1[x1] * p2[x2]), rel=1e-5, abs=1e-12)
 
 
+@pytest.mark.exact
 def test_draft_rebuilds_bit_for_bit(tmp_path):
     first = tiny.load_or_build(tiny.DRAFT, cache=tmp_path / "a")
     second = tiny.load_or_build(tiny.DRAFT, cache=tmp_path / "b")
@@ -79,6 +83,7 @@ def test_draft_rebuilds_bit_for_bit(tmp_path):
     assert rebuild.same_weights(first, second) and rebuild.same_weights(first, reloaded)
 
 
+@pytest.mark.exact
 def test_ragged_rows_keep_every_emitted_token(models):
     """A verify that emits a context-dependent count (1..g+1) per row: batched output equals one-row runs."""
     target, draft = models
