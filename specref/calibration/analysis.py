@@ -112,17 +112,24 @@ def pooled_kinds(p_values: dict[str, list[float]]) -> dict:
     }
 
 
-def null_summary(sw: Sweep) -> dict:
-    plan = sw.plan
-    t0 = sum(sum(run.t0_violations.values()) for run in sw.runs)
+def _plan_fields(plan) -> dict:
+    """What a summary says about the plan behind a sweep."""
     return {
-        "engine": plan.engine,
         "seeds": plan.seeds,
         "rows_per_scenario": plan.rows,
         "scenarios": [s.name for s in plan.scenarios],
         "skipped": plan.skipped,
         "family_size": len(plan.t2_names),
         "bonferroni_alpha": plan.bonferroni_alpha,
+    }
+
+
+def null_summary(sw: Sweep) -> dict:
+    plan = sw.plan
+    t0 = sum(sum(run.t0_violations.values()) for run in sw.runs)
+    return {
+        "engine": plan.engine,
+        **_plan_fields(plan),
         "run_alpha": plan.alpha,
         "family_wise": [family_wise(sw, level) for level in FAMILY_LEVELS],
         "t0_violations": t0,
@@ -232,12 +239,7 @@ def power_summary(sw: Sweep, null: Sweep | None, caught_by: list[str], lossy: bo
         "engine": plan.engine,
         "lossy": lossy,
         "caught_by": caught_by,
-        "seeds": plan.seeds,
-        "rows_per_scenario": plan.rows,
-        "scenarios": [s.name for s in plan.scenarios],
-        "skipped": plan.skipped,
-        "family_size": len(plan.t2_names),
-        "bonferroni_alpha": plan.bonferroni_alpha,
+        **_plan_fields(plan),
         "flagged": rate(sum(run.flagged for run in runs), len(runs)),
         "flagged_by_t0": rate(t0_flagged, len(runs)),
         "flagged_by_t2": rate(t2_flagged, len(runs)),
