@@ -10,6 +10,9 @@ T0 (deterministic, a single violation is a certain failure, no false-alarm budge
 T2 (statistical; alpha from the run's budget), per scenario:
   first_token_law, correction_law, bonus_law, reject_rate, accepted_length_law, mean_tau,
   and on special scenarios batch_composition, ragged_law, point_mass_law, row_independence, joint_law.
+Rows that violate a T0 invariant are left out of the T2 counts (their tokens cannot be indexed or are certainly
+wrong). That selection can itself move a law, so once a T0 check fails, later T2 failures may be its echo: read a
+report's failures most certain first (Report.caught_by orders them so).
 """
 
 from __future__ import annotations
