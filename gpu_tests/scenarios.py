@@ -122,7 +122,7 @@ def simulate(scenario: Scenario, num_rows: int, device: torch.device, seed: int)
             draft_tokens[torch.arange(g, device=device) >= num_draft[:, None]] = -1
         tokens = batched.verify(
             target.expand(b, g + 1, v), None if draft is None else draft.expand(b, g, v), draft_tokens, gen,
-            num_draft=num_draft, validate=start == 0 and b <= 4096,
+            num_draft=num_draft, validate=start == 0,
         )  # fmt: skip
         accepted = batched.num_emitted(tokens) - 1
         drafts = torch.full_like(accepted, g) if num_draft is None else num_draft

@@ -1,6 +1,6 @@
 """T2 law checks of the batched engine on the device: chi-square against the exact laws of scenarios.py.
 
-Sizes: on CUDA every scenario verifies 10^7 rows; on CPU 2e5 (V = 151936 is slow on CPU and skipped by the quick
+Sizes: on CUDA every scenario verifies 10^7 rows; on CPU 1e5 (V = 151936 is slow on CPU and skipped by the quick
 pass). alpha comes from gpu_budget.py; each check asserts its sample size reaches min_num_samples_chisquare for the
 TV it states (STATED_TV), with power 1 - BETA.
 """

@@ -14,8 +14,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specref import batched, randomness, reference
+from specref import batched, randomness
 from specref import strategies as sst
+from specref.conformance.adapters import reference_adapter
 
 pytestmark = pytest.mark.exact
 
@@ -24,17 +25,9 @@ ODD_VOCABS = (1, 2, 3, 5, 7, 31, 257)
 
 def reference_tokens(target_probs, draft_probs, draft_tokens, uniforms, num_draft) -> list[list[int]]:
     """The reference engine, row by row, on the same float64 rows and uniforms (u_g feeds the final draw)."""
-    out = []
-    for b in range(target_probs.shape[0]):
-        n = int(num_draft[b])
-        u = uniforms[b].tolist()
-        if n == 0:  # no drafts: the final draw alone, from p_1
-            out.append([randomness.inverse_cdf(target_probs[b, 0].tolist(), u[-1])])
-            continue
-        q = None if draft_probs is None else draft_probs[b, :n].tolist()
-        rng = randomness.Injected(u)
-        out.append(reference.verify(target_probs[b, : n + 1].tolist(), q, draft_tokens[b, :n].tolist(), rng))
-    return out
+    tokens = reference_adapter().verify(target_probs, draft_probs, draft_tokens, None, uniforms=uniforms,
+                                        num_draft=num_draft)  # fmt: skip
+    return emitted(tokens)
 
 
 def emitted(tokens: torch.Tensor) -> list[list[int]]:
@@ -118,6 +111,11 @@ def test_coupled_with_reference_bulk(vocab_size, gamma):
         args = (inputs[0], q, inputs[2])
         tokens = batched.verify(*args, num_draft=inputs[4], uniforms=inputs[3])
         assert emitted(tokens) == reference_tokens(*args, inputs[3], inputs[4])
+    # placeholder draft rows (past num_draft) are never read: NaN there changes nothing
+    poisoned = inputs[1].clone()
+    poisoned[torch.arange(gamma)[None, :] >= inputs[4][:, None]] = float("nan")
+    tokens = batched.verify(inputs[0], inputs[1], inputs[2], num_draft=inputs[4], uniforms=inputs[3])
+    assert batched.verify(inputs[0], poisoned, inputs[2], num_draft=inputs[4], uniforms=inputs[3]).equal(tokens)
 
 
 @settings(max_examples=15)
@@ -353,3 +351,16 @@ def test_bench_smoke_on_a_tiny_case(tmp_path):
     out = bench.naive_verify(target, draft, tokens, torch.Generator().manual_seed(0))
     counts = batched.num_emitted(out)
     assert bool(((counts >= 1) & (counts <= 4)).all()) and bool((out[:, 0] < 50).all())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_bonus_ignores_a_nan_placeholder_draft_row(dtype):
+    # one draft of three, accepted; draft row 1 is a placeholder holding NaN. The bonus comes from p_2 (uniform):
+    # inverse CDF at u = 0.5 over [0.2] * 5 is token 2.
+    target_probs = torch.full((1, 4, 5), 0.2, dtype=dtype)
+    draft_probs = torch.full((1, 3, 5), 0.2, dtype=dtype)
+    draft_probs[0, 1, 3] = float("nan")
+    uniforms = torch.tensor([[0.1, 0.5, 0.5, 0.5]], dtype=dtype)
+    tokens = batched.verify(target_probs, draft_probs, torch.tensor([[2, -1, -1]]), num_draft=torch.tensor([1]),
+                            uniforms=uniforms)  # fmt: skip
+    assert tokens.tolist() == [[2, 2, -1, -1]]

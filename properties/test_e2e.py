@@ -126,14 +126,19 @@ def test_speculative_generation_follows_the_target_law(models):
     n_samples = _n_samples()
     samples, law = _samples(adapter, n_samples, seed=11)
     result = law_check(samples, law, alpha=ALPHA, name=adapter.name, beta=BETA)
-    assert n_samples >= min_num_samples_chisquare(DETECT_TV, ALPHA, BETA, max(result.df, 1))
+    assert result.df <= 35, "N was sized for df <= 35 (_n_samples)"
     assert result.detectable_tv <= DETECT_TV
     assert result.passed, result.to_dict()
 
 
 @pytest.mark.statistical
 def test_processor_mutant_is_flagged(models):
-    """Drafts sampled from processed q, accept ratio from q before processing: the law check must fail."""
+    """Drafts sampled from processed q, accept ratio from q before processing: the law check must fail.
+
+    Miss risk: the check detects TV >= DETECT_TV (plus merged hidden mass) with probability 1 - BETA; this mutant's
+    empirical TV measured by `nox -s e2e` is 0.21 (reports/e2e/e2e.md), so a miss has probability <= BETA unless
+    merging hides more than 0.11 of it.
+    """
     target, draft = models
     mutant = pipelines.mutant_pipelines(target, draft, GAMMA)[0]
     n_samples = _n_samples()

@@ -165,8 +165,8 @@ def _u_zero():
     # p(d) = 0: the reference never accepts, even at u = 0; the coarse uniform floors 0.001 to 0 and `<=` accepts.
     ours, ref = _both(bugs.u_zero_accepts_zero_prob, [[1, 0], [1, 0]], [[0.5, 0.5]], [1], [0.001, 0.5])
     assert ref == [0] and ours == [1, 0]
-    _, ref_at_zero = _both(bugs.u_zero_accepts_zero_prob, [[1, 0], [1, 0]], [[0.5, 0.5]], [1], [0.0, 0.5])
-    assert ref_at_zero == [0]
+    ours_at_zero, ref_at_zero = _both(bugs.u_zero_accepts_zero_prob, [[1, 0], [1, 0]], [[0.5, 0.5]], [1], [0.0, 0.5])
+    assert ref_at_zero == [0] and ours_at_zero == [1, 0]
 
 
 def _nan_ratio():

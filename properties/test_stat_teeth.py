@@ -1,7 +1,9 @@
 """T2 teeth: deliberately wrong samplers fail the check designed to catch them, at CI sample sizes.
 
-These runs assert a failure, so they spend no false-alarm budget; their risk is a miss. Each mutant's deviation is
-far above the TV its check detects at this N with power 0.999 (the records state it), and the seeds are fixed.
+These runs assert a failure, so they spend no false-alarm budget; their risk is a miss. The seeds are fixed, so each
+run is deterministic; for five of these samplers (lenient, residual floor, softmax residual, bonus from the wrong
+row, uniforms shared across positions) reports/calibration.md measures the miss rate over 100 seeds at 8,192 rows
+per scenario, a twelfth of the rows used here: 0/100 runs missed.
 """
 
 from __future__ import annotations

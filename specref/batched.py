@@ -149,9 +149,10 @@ def _final_weights(target_probs, draft_probs, safe_tokens, batch_index, num_acce
         kept = torch.where(rejected[:, None], 0, p_rows.gather(1, drafted))
         return p_rows.scatter_(1, drafted, kept)
     q_rows = _select_rows(draft_probs, batch_index, draft_row, "draft", dtype)  # [B, V] scratch
-    # p - 1*q on rejected rows, p - 0*q = p exactly elsewhere, in one pass; then the clamp, in place.
-    residual = torch.addcmul(p_rows, q_rows, rejected[:, None].to(dtype), value=-1, out=q_rows)
-    return residual.clamp_(min=0)
+    # Rows not rejected may point at a placeholder draft row (past num_draft) that holds anything, NaN included:
+    # zero them (0 * NaN would still be NaN), so p - q = p exactly there; then the clamp, in place.
+    q_rows.masked_fill_(~rejected[:, None], 0)
+    return torch.sub(p_rows, q_rows, out=q_rows).clamp_(min=0)
 
 
 def _select_rows(probs, batch_index, row, slot: str, dtype: torch.dtype) -> torch.Tensor:

@@ -101,8 +101,8 @@ def check_values(target_probs, draft_probs, draft_tokens, num_draft, uniforms) -
 
 def _check_probs(name: str, probs: torch.Tensor, used: torch.Tensor) -> None:
     """Finite, non-negative rows that sum to 1, on the rows the verifier uses (used [B, rows])."""
-    # amin/amax propagate NaN, so two reductions screen for NaN, inf and negatives; the masks run only on failure.
-    low, high = probs.amin(), probs.amax()
+    # aminmax propagates NaN, so one pass screens for NaN, inf and negatives; the masks run only on failure.
+    low, high = torch.aminmax(probs)
     if not (bool(low >= 0) and bool(high < float("inf"))):
         _first_bad(name, probs, ~torch.isfinite(probs) & used[..., None], "is not finite")
         _first_bad(name, probs, (probs < 0) & used[..., None], "is negative")

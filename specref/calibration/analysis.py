@@ -158,8 +158,11 @@ def pooled_distance(s: Scenario, kind: str, pooled: dict[str, np.ndarray]) -> fl
     """The distance a check measures (stratum-weighted TV, or |mean shift| for mean_tau), from pooled counts."""
     if kind in ("first_token_law", "batch_composition"):
         return _weighted_tv(pooled["first"], s.target)
+    if kind == "point_mass_law":
+        return _weighted_tv(pooled["first"], s.target)
     if kind == "correction_law":
-        return _weighted_tv(pooled["correction"], laws.residuals(s))
+        residual = laws.point_mass_residuals(s) if s.point_mass else laws.residuals(s)
+        return _weighted_tv(pooled["correction"], residual)
     if kind == "bonus_law":
         return _weighted_tv(pooled["bonus"], s.target)
     if kind == "reject_rate":

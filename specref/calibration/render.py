@@ -232,17 +232,18 @@ def plot_qq(result: dict, p_values: dict[str, dict[str, list[float]]], out: Path
         p = np.sort(values)
         expected = (np.arange(1, p.size + 1) - 0.5) / p.size
         left.plot(expected, p, lw=1.2, label=f"{kind} (n={p.size})")
-    n_band = int(np.median([len(v) for v in tested.values()]))
-    band = 1.358 / math.sqrt(n_band)
     grid = np.linspace(0, 1, 101)
     left.plot(grid, grid, "k--", lw=0.8)
-    left.fill_between(
-        grid,
-        np.clip(grid - band, 0, 1),
-        np.clip(grid + band, 0, 1),
-        color="0.85",
-        label=f"KS 95% band at the median n={n_band}",
-    )
+    if tested:  # a run where every check went untested has no band to draw
+        n_band = int(np.median([len(v) for v in tested.values()]))
+        band = 1.358 / math.sqrt(n_band)
+        left.fill_between(
+            grid,
+            np.clip(grid - band, 0, 1),
+            np.clip(grid + band, 0, 1),
+            color="0.85",
+            label=f"KS 95% band at the median n={n_band}",
+        )
     left.set(xlabel="uniform quantile", ylabel="observed p-value", title=f"{engine}: p-values per check kind")
     left.legend(fontsize=7)
     for name, kinds in p_values.items():

@@ -9,7 +9,6 @@ p-values of one check over seeds are draws from one null (or alternative) law, a
 from __future__ import annotations
 
 import time
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -18,6 +17,7 @@ import numpy as np
 from ..conformance import checks
 from ..conformance.adapters import Adapter
 from ..conformance.calls import AdapterFailure, call
+from ..conformance.runner import derive_seed
 from ..conformance.scenarios import SCENARIOS, Scenario
 from ..stats import CheckResult, ErrorBudget
 
@@ -28,10 +28,6 @@ CALL_TIMEOUT = 120.0
 #: Tally arrays summed over seeds (the pooled estimate of an engine's laws).
 POOLED_ARRAYS = ("first", "correction", "bonus", "length", "reached", "rejected")
 PROBE_ROWS = 256
-
-
-def _seed(*key) -> int:
-    return zlib.crc32(":".join(map(str, key)).encode())
 
 
 @dataclass
@@ -99,7 +95,7 @@ def make_plan(engine: str, adapter: Adapter, scenario_names: list[str], *, rows:
             plan.skipped[name] = "capability not declared by the adapter"
             continue
         try:
-            call(adapter, s.inputs(PROBE_ROWS, 0, "probe"), _seed("probe", engine, name), timeout=CALL_TIMEOUT)
+            call(adapter, s.inputs(PROBE_ROWS, 0, "probe"), derive_seed("probe", engine, name), timeout=CALL_TIMEOUT)
         except AdapterFailure as failure:
             plan.skipped[name] = f"probe call failed: {failure}"
             continue
@@ -122,7 +118,7 @@ def run_seed(plan: Plan, seed: int, pooled: dict[str, dict[str, np.ndarray]]) ->
             while done < plan.rows:
                 rows = min(CALL_ROWS, plan.rows - done)
                 batch = s.inputs(rows, seed, chunk)
-                generator_seed = _seed("calibration", plan.engine, seed, s.name, chunk)
+                generator_seed = derive_seed("calibration", plan.engine, seed, s.name, chunk)
                 out, seen, _ = call(plan.adapter, batch, generator_seed, timeout=CALL_TIMEOUT)
                 tally.add(batch, out, seen, {"scenario": s.name, "seed": seed, "chunk": chunk, "rows": rows})
                 done, chunk = done + rows, chunk + 1

@@ -25,6 +25,9 @@ from ..stats import CheckResult, chisquare_gof, chisquare_strata, mean_ci
 from . import laws
 from .scenarios import Batch, Scenario
 
+#: Floor on Var(tau) in mean_tau: the float rounding of the expected laws (see Tally._mean_tau).
+VARIANCE_FLOOR = 1e-12
+
 T0_CHECKS = (
     "t0_shape",
     "t0_valid_ids",
@@ -265,8 +268,9 @@ class Tally:
             variance += counts[s].sum() * float(law @ (tau - m) ** 2) / n
         total = float(counts.sum(0) @ tau)
         total_sq = float(counts.sum(0) @ tau**2)
-        if variance <= 0:
-            variance = 1e-300  # a certain tau: any deviation is infinitely significant
+        # A tau that is certain up to float rounding of the laws (p == q gives Z ~ 1e-16, not 0) has a variance of
+        # that order; floor it so rounding is not read as a deviation. A real one moves the mean by >= 1/n >> 1e-6.
+        variance = max(variance, VARIANCE_FLOOR)
         result = mean_ci(summary=(n, total, total_sq), expected_mean=expected_mean, alpha=alpha, name=name,
                          known_variance=variance)  # fmt: skip
         result.details["theory"] = "tau = (1 - a^(g+1)) / (1 - a) for context-free laws; exact DP otherwise"

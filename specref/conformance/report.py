@@ -71,11 +71,12 @@ class Report:
         return list(dict.fromkeys(kind_of(r.name) for r in ordered))
 
     def measured_tv(self) -> dict[str, float]:
-        """Observed TV between the first-token law and p_1, per context-free scenario (for lossy verdicts)."""
+        """Observed TV between the first-token law and p_1, per scenario that runs first_token_law (lossy verdicts)."""
+        checked = {r.name for r in self.checks}
         out = {}
         for name, series in self.plots.items():
             first = series.get("first")
-            if first and sum(first["observed"]):
+            if first and sum(first["observed"]) and f"first_token_law[{name}]" in checked:
                 obs = np.asarray(first["observed"], float)
                 exp = np.asarray(first["expected"], float)
                 out[name] = float(0.5 * np.abs(obs / obs.sum() - exp / exp.sum()).sum())

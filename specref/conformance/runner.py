@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from ..stats import ErrorBudget
-from . import checks, laws
+from . import checks
 from .adapters import Adapter, as_adapter
 from .calls import AdapterFailure, call
 from .report import Report
@@ -247,4 +247,4 @@ def _coupling(adapter: Adapter, seed: int, deadline: float) -> checks.CheckResul
     return checks.t0_result("coupling", mismatches, rows, {"example": example})
 
 
-__all__ = ["run", "scenarios_for", "laws"]
+__all__ = ["run", "scenarios_for", "derive_seed"]

@@ -115,8 +115,10 @@ class Scenario:
             draft_probs = None
         if self.ragged:
             past = np.arange(g)[None, :] >= num_draft[:, None]  # [B, g]
-            tokens[past] = -1
-            draft_probs[past] = 0.0  # placeholders: a verifier must never read them
+            tokens[past] = -1  # placeholders: a verifier must never read them, nor the draft rows below
+            if draft_probs is not None:
+                draft_probs = np.array(draft_probs)  # writable, even when it was a broadcast view
+                draft_probs[past] = 0.0
         return Batch(target_probs, draft_probs, tokens, num_draft, states)
 
     def snippet(self, rows: int, seed: int, chunk: int) -> str:
@@ -188,9 +190,7 @@ def _build() -> dict[str, Scenario]:
     out.append(context_free("cf_dense_g4", "context-free, independent dense p and q, V=16", p, q, 4))
     p, q = _sparse(rng, 32, 0.6), _dense(rng, 32)
     out.append(context_free("cf_zero_support_g3", "60% of tokens have p = 0, q dense (drafts hit p = 0)", p, q, 3))
-    order = rng.permutation(12)
-    p, q = np.zeros(12), np.zeros(12)
-    p[order[:5]], q[order[5:]] = _dense(rng, 5), _dense(rng, 7)
+    p, q = _disjoint_pair(rng, 12, cut=5)
     out.append(context_free("cf_disjoint_g2", "disjoint supports: every draft rejected at position 1", p, q, 2))
     p = _peaked(rng, 12)
     out.append(context_free("cf_equal_g8", "p == q (Z = 0): every draft accepted, tau = g+1", p, p.copy(), 8))
@@ -224,10 +224,12 @@ def _build() -> dict[str, Scenario]:
     return {s.name: s for s in out}
 
 
-def _disjoint_pair(rng, v) -> tuple[np.ndarray, np.ndarray]:
+def _disjoint_pair(rng, v, cut=None) -> tuple[np.ndarray, np.ndarray]:
+    """p on `cut` random tokens, q on the other v - cut (default: half each)."""
+    cut = v // 2 if cut is None else cut
     order = rng.permutation(v)
     p, q = np.zeros(v), np.zeros(v)
-    p[order[: v // 2]], q[order[v // 2 :]] = _dense(rng, v // 2), _dense(rng, v - v // 2)
+    p[order[:cut]], q[order[cut:]] = _dense(rng, cut), _dense(rng, v - cut)
     return p, q
 
 

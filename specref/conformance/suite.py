@@ -53,12 +53,6 @@ class Outcome:
         return bool(set(self.caught_by) & set(self.designed_for or []))
 
 
-def law_tv(report) -> dict[str, float]:
-    """Report.measured_tv() restricted to scenarios whose first-token law is p_1 (a first_token_law check ran)."""
-    names = {r.name for r in report.checks}
-    return {k: v for k, v in report.measured_tv().items() if f"first_token_law[{k}]" in names}
-
-
 def run_one(adapter, out_dir: Path, *, spec: str, seed: int, budget_seconds: float, plots: bool = True):
     """(report, wall seconds, None), or (None, wall seconds, message) when the harness itself failed on this impl:
     one such failure is recorded as a suite failure and the suite goes on."""
@@ -88,7 +82,7 @@ def run_builtins(
         _say(f"[builtin] {name}: running (budget {budget:g} s, expected {expected})")
         report, wall, error = run_one(adapter, out / name, spec=name, seed=seed, budget_seconds=budget)
         outcome = Outcome(name, error or report.verdict, expected, [] if error else report.caught_by(), wall, budget,
-                          measured_tv=law_tv(report) if lossy and not error else None)  # fmt: skip
+                          measured_tv=report.measured_tv() if lossy and not error else None)  # fmt: skip
         outcomes.append(outcome)
         _say(f"[builtin] {name}: {outcome.verdict} in {wall:.0f} s" + ("" if outcome.ok else "  <-- UNEXPECTED"))
         if report is not None and not outcome.ok:
@@ -108,7 +102,7 @@ def run_mutants(out: Path, names: list[str], *, seed: int, budget_seconds: float
         expected = LOSSY if mutant.lossy else NON_CONFORMING
         outcome = Outcome(name, error or report.verdict, expected, [] if error else report.caught_by(), wall,
                           budget_seconds, designed_for=list(mutant.caught_by), bug_class=mutant.bug_class,
-                          measured_tv=law_tv(report) if mutant.lossy and not error else None)  # fmt: skip
+                          measured_tv=report.measured_tv() if mutant.lossy and not error else None)  # fmt: skip
         outcomes.append(outcome)
         mark = "caught" if outcome.caught_expected else "NOT CAUGHT by a designed check"
         _say(f"[mutant] {name}: {outcome.verdict}, {mark} ({', '.join(outcome.caught_by[:3]) or '-'}) in {wall:.0f} s")
@@ -165,10 +159,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", metavar="A,B", help="run only these built-ins and mutants")
     parser.add_argument("--out", default="reports", help="reports folder (default reports)")
     args = parser.parse_args(argv)
-    builtin_budget = args.budget_seconds or BUILTIN_BUDGET_SECONDS
-    mutant_budget = args.mutant_budget_seconds or (
-        args.budget_seconds if args.mutants_only and args.budget_seconds else MUTANT_BUDGET_SECONDS
-    )
+    builtin_budget = BUILTIN_BUDGET_SECONDS if args.budget_seconds is None else args.budget_seconds
+    if args.mutant_budget_seconds is not None:
+        mutant_budget = args.mutant_budget_seconds
+    elif args.mutants_only and args.budget_seconds is not None:
+        mutant_budget = args.budget_seconds
+    else:
+        mutant_budget = MUTANT_BUDGET_SECONDS
     for label, value in (("--budget-seconds", builtin_budget), ("--mutant-budget-seconds", mutant_budget)):
         if not value > 0:
             parser.error(f"{label}={value!r} must be > 0")

@@ -31,7 +31,6 @@ def rao_blackwell_tau(
     out = []
     for start in range(0, len(contexts), chunk):
         input_ids, attention_mask = forward.left_pad(contexts[start : start + chunk])
-        ratios = []
         drafted = []
         draft_rows = []
         for _ in range(g):
@@ -59,7 +58,7 @@ def exact_expected_tau(target, draft, context: Sequence[int], config: SpecConfig
 
         return probs
 
-    return float(sum(theory.accepted_at_least(model_fn(target), model_fn(draft), tuple(context), config.gamma)))
+    return float(theory.expected_tau_contextual(model_fn(target), model_fn(draft), tuple(context), config.gamma))
 
 
 def tau_check(measured: Sequence[int], predicted: np.ndarray, *, alpha: float, name: str) -> CheckResult:

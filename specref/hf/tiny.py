@@ -68,9 +68,10 @@ def markov_rows(corpus: CorpusSpec = CORPUS) -> np.ndarray:  # [V^order, V]
     return rng.dirichlet(np.full(corpus.vocab_size, corpus.concentration), size=corpus.vocab_size**corpus.order)
 
 
-def sample_corpus(corpus: CorpusSpec = CORPUS) -> np.ndarray:  # [N, L] int64
+def sample_corpus(corpus: CorpusSpec = CORPUS, *, sample_seed: int | None = None) -> np.ndarray:  # [N, L] int64
+    """Sequences of the corpus chain (rows from corpus.seed); sample_seed picks the draw (default corpus.seed + 1)."""
     rows = markov_rows(corpus)
-    rng = np.random.Generator(np.random.PCG64(corpus.seed + 1))
+    rng = np.random.Generator(np.random.PCG64(corpus.seed + 1 if sample_seed is None else sample_seed))
     V, k = corpus.vocab_size, corpus.order
     seqs = np.empty((corpus.num_sequences, corpus.seq_len), dtype=np.int64)
     seqs[:, :k] = rng.integers(V, size=(corpus.num_sequences, k))
@@ -86,7 +87,8 @@ def sample_corpus(corpus: CorpusSpec = CORPUS) -> np.ndarray:  # [N, L] int64
 
 def sample_prompts(num: int, length: int, seed: int, corpus: CorpusSpec = CORPUS) -> torch.Tensor:  # [num, length]
     """Prompts drawn from the corpus chain (so they are in-distribution for both models)."""
-    seqs = sample_corpus(CorpusSpec(**{**asdict(corpus), "num_sequences": num, "seq_len": length, "seed": seed}))
+    shape = CorpusSpec(**{**asdict(corpus), "num_sequences": num, "seq_len": length})
+    seqs = sample_corpus(shape, sample_seed=seed)
     return torch.from_numpy(seqs)
 
 

@@ -10,12 +10,7 @@ import os
 import torch
 
 from . import core
-from .core import Steps, Tensor, draw_uniforms, run
-
-
-def _uniforms(uniforms: Tensor | None, generator, draft_tokens: Tensor) -> Tensor:
-    batch, gamma = draft_tokens.shape
-    return draw_uniforms(generator, batch, gamma, draft_tokens.device) if uniforms is None else uniforms
+from .core import Steps, Tensor, draw_uniforms, run, uniforms_for
 
 
 def _with_verify_rows(target_probs: Tensor, verify_rows: Tensor) -> Tensor:
@@ -31,7 +26,7 @@ def verify_ignores_temperature(target_probs, draft_probs, draft_tokens, generato
     untempered = target_probs[:, :-1].double() ** 2
     untempered = untempered / untempered.sum(-1, keepdim=True)
     target = _with_verify_rows(target_probs, untempered)
-    return run(target, draft_probs, draft_tokens, _uniforms(uniforms, generator, draft_tokens))
+    return run(target, draft_probs, draft_tokens, uniforms_for(uniforms, generator, draft_tokens))
 
 
 def verify_ignores_top_k(target_probs, draft_probs, draft_tokens, generator=None, *, uniforms=None):
@@ -39,13 +34,13 @@ def verify_ignores_top_k(target_probs, draft_probs, draft_tokens, generator=None
     vocab_size = target_probs.shape[-1]
     untruncated = 0.9 * target_probs[:, :-1].double() + 0.1 / vocab_size
     target = _with_verify_rows(target_probs, untruncated)
-    return run(target, draft_probs, draft_tokens, _uniforms(uniforms, generator, draft_tokens))
+    return run(target, draft_probs, draft_tokens, uniforms_for(uniforms, generator, draft_tokens))
 
 
 def greedy_verification(target_probs, draft_probs, draft_tokens, generator=None, *, uniforms=None):
     """Accept iff d == argmax p; the correction and the bonus are argmax p."""
     greedy = torch.nn.functional.one_hot(target_probs.argmax(-1), target_probs.shape[-1]).double()
-    return run(greedy, None, draft_tokens, _uniforms(uniforms, generator, draft_tokens))
+    return run(greedy, None, draft_tokens, uniforms_for(uniforms, generator, draft_tokens))
 
 
 # --- draft law ---
@@ -54,13 +49,13 @@ def greedy_verification(target_probs, draft_probs, draft_tokens, generator=None,
 def ratio_other_draft_logits(target_probs, draft_probs, draft_tokens, generator=None, *, uniforms=None):
     """The ratio and residual use softmax(q), the draft probabilities taken for logits, not the q drafts came from."""
     other = draft_probs.double().softmax(-1)
-    return run(target_probs, other, draft_tokens, _uniforms(uniforms, generator, draft_tokens))
+    return run(target_probs, other, draft_tokens, uniforms_for(uniforms, generator, draft_tokens))
 
 
 def drafts_as_one_hot(target_probs, draft_probs, draft_tokens, generator=None, *, uniforms=None):
     """Sampled drafts are verified as one-hot: accept with p(d), residual p without d. The law stays p (this
     rule is lossless for any draft law), but the acceptance rate drops from sum min(p, q) to E_q[p(d)]."""
-    return run(target_probs, None, draft_tokens, _uniforms(uniforms, generator, draft_tokens))
+    return run(target_probs, None, draft_tokens, uniforms_for(uniforms, generator, draft_tokens))
 
 
 def _residual_at_drafted_token(p_row, q_row, drafted):
@@ -72,13 +67,13 @@ def _residual_at_drafted_token(p_row, q_row, drafted):
 def residual_at_drafted_token(target_probs, draft_probs, draft_tokens, generator=None, *, uniforms=None):
     """The residual subtracts q only at the drafted token: p everywhere else."""
     steps = Steps(residual=_residual_at_drafted_token)
-    return run(target_probs, draft_probs, draft_tokens, _uniforms(uniforms, generator, draft_tokens), steps)
+    return run(target_probs, draft_probs, draft_tokens, uniforms_for(uniforms, generator, draft_tokens), steps)
 
 
 def residual_paired_by_position(target_probs, draft_probs, draft_tokens, generator=None, *, uniforms=None):
     """The residual pairs p and q by position in a shifted buffer: max(0, p_x - q_{x-1}) instead of p_x - q_x."""
     steps = Steps(residual=lambda p_row, q_row, drafted: (p_row - q_row.roll(1, dims=-1)).clamp(min=0))
-    return run(target_probs, draft_probs, draft_tokens, _uniforms(uniforms, generator, draft_tokens), steps)
+    return run(target_probs, draft_probs, draft_tokens, uniforms_for(uniforms, generator, draft_tokens), steps)
 
 
 # --- zero edges ---
@@ -95,7 +90,7 @@ def u_zero_accepts_zero_prob(target_probs, draft_probs, draft_tokens, generator=
         return coarse <= p_at_draft / q_at_draft
 
     steps = Steps(accept=accept)
-    return run(target_probs, draft_probs, draft_tokens, _uniforms(uniforms, generator, draft_tokens), steps)
+    return run(target_probs, draft_probs, draft_tokens, uniforms_for(uniforms, generator, draft_tokens), steps)
 
 
 def nan_ratio_accepted(target_probs, draft_probs, draft_tokens, generator=None, *, uniforms=None):
@@ -105,7 +100,7 @@ def nan_ratio_accepted(target_probs, draft_probs, draft_tokens, generator=None, 
         return ~(u >= p_at_draft / (q_at_draft * (p_at_draft > 0)))
 
     steps = Steps(accept=accept)
-    return run(target_probs, draft_probs, draft_tokens, _uniforms(uniforms, generator, draft_tokens), steps)
+    return run(target_probs, draft_probs, draft_tokens, uniforms_for(uniforms, generator, draft_tokens), steps)
 
 
 #: Residual mass below which `empty_residual_out_of_vocab` calls a residual empty: loose, so that near-equal p and q
@@ -121,7 +116,7 @@ def _loosely_empty_residual(p_row, q_row, drafted):
 def empty_residual_out_of_vocab(target_probs, draft_probs, draft_tokens, generator=None, *, uniforms=None):
     """A residual with mass Z < 1e-2 is taken as empty, and an empty residual emits id V (out of vocabulary)."""
     steps = Steps(residual=_loosely_empty_residual, empty_token="vocab_size")
-    return run(target_probs, draft_probs, draft_tokens, _uniforms(uniforms, generator, draft_tokens), steps)
+    return run(target_probs, draft_probs, draft_tokens, uniforms_for(uniforms, generator, draft_tokens), steps)
 
 
 # --- residual normalisation ---
@@ -130,7 +125,7 @@ def empty_residual_out_of_vocab(target_probs, draft_probs, draft_tokens, generat
 def softmax_residual(target_probs, draft_probs, draft_tokens, generator=None, *, uniforms=None):
     """The residual is normalised with softmax(max(0, p - q)) instead of division by its sum."""
     steps = Steps(residual=lambda p_row, q_row, drafted: (p_row - q_row).clamp(min=0).softmax(-1))
-    return run(target_probs, draft_probs, draft_tokens, _uniforms(uniforms, generator, draft_tokens), steps)
+    return run(target_probs, draft_probs, draft_tokens, uniforms_for(uniforms, generator, draft_tokens), steps)
 
 
 #: The floor in `residual_floor_eps`; large enough that the leak shows at V <= 64 within the harness's budget.
@@ -140,7 +135,7 @@ RESIDUAL_FLOOR = 1e-4
 def residual_floor_eps(target_probs, draft_probs, draft_tokens, generator=None, *, uniforms=None):
     """The residual is clamp(p - q, min=eps), leaking mass to tokens with p = 0."""
     steps = Steps(residual=lambda p_row, q_row, drafted: (p_row - q_row).clamp(min=RESIDUAL_FLOOR))
-    return run(target_probs, draft_probs, draft_tokens, _uniforms(uniforms, generator, draft_tokens), steps)
+    return run(target_probs, draft_probs, draft_tokens, uniforms_for(uniforms, generator, draft_tokens), steps)
 
 
 # --- control flow ---
@@ -149,7 +144,7 @@ def residual_floor_eps(target_probs, draft_probs, draft_tokens, generator=None, 
 def continue_after_reject(target_probs, draft_probs, draft_tokens, generator=None, *, uniforms=None):
     """Every position is verified independently: a rejected draft is replaced by its correction and verification
     goes on; the bonus follows when the last draft is accepted."""
-    uniforms = _uniforms(uniforms, generator, draft_tokens)
+    uniforms = uniforms_for(uniforms, generator, draft_tokens)
     batch, gamma = draft_tokens.shape
     draft_tokens = draft_tokens.long()
     p = target_probs.double()  # [B, g+1, V]
@@ -170,19 +165,19 @@ def count_all_accepts(target_probs, draft_probs, draft_tokens, generator=None, *
     """Kept = the number of accepts anywhere in the chain (FlashInfer's accepted_token_num), not those before the
     first rejection; the first that many drafts are emitted, then a correction or bonus from the next row."""
     steps = Steps(count=lambda accepted: accepted.to(torch.int64).sum(-1))
-    return run(target_probs, draft_probs, draft_tokens, _uniforms(uniforms, generator, draft_tokens), steps)
+    return run(target_probs, draft_probs, draft_tokens, uniforms_for(uniforms, generator, draft_tokens), steps)
 
 
 def bonus_wrong_row(target_probs, draft_probs, draft_tokens, generator=None, *, uniforms=None):
     """After g accepts the bonus is drawn from p_g (row g-1) instead of p_{g+1} (row g)."""
     steps = Steps(bonus_offset=-1)
-    return run(target_probs, draft_probs, draft_tokens, _uniforms(uniforms, generator, draft_tokens), steps)
+    return run(target_probs, draft_probs, draft_tokens, uniforms_for(uniforms, generator, draft_tokens), steps)
 
 
 def bonus_missing(target_probs, draft_probs, draft_tokens, generator=None, *, uniforms=None):
     """After g accepts no bonus token is emitted."""
     steps = Steps(bonus=False)
-    return run(target_probs, draft_probs, draft_tokens, _uniforms(uniforms, generator, draft_tokens), steps)
+    return run(target_probs, draft_probs, draft_tokens, uniforms_for(uniforms, generator, draft_tokens), steps)
 
 
 def placeholder_as_index(target_probs, draft_probs, draft_tokens, generator=None, *, num_draft=None, uniforms=None):
@@ -190,14 +185,14 @@ def placeholder_as_index(target_probs, draft_probs, draft_tokens, generator=None
     placeholder positions are verified as drafts of token V-1."""
     vocab_size = target_probs.shape[-1]
     wrapped = draft_tokens.long() % vocab_size  # -1 -> V-1, as Python/NumPy negative indexing does
-    return run(target_probs, draft_probs, wrapped, _uniforms(uniforms, generator, draft_tokens))
+    return run(target_probs, draft_probs, wrapped, uniforms_for(uniforms, generator, draft_tokens))
 
 
 def point_mass_keeps_draft(target_probs, draft_probs, draft_tokens, generator=None, *, uniforms=None):
     """Point-mass drafts (draft_probs=None): after a rejection the correction is drawn from p itself, d included,
     instead of p with d removed."""
     steps = Steps(residual=lambda p_row, q_row, drafted: p_row) if draft_probs is None else core.EXACT
-    return run(target_probs, draft_probs, draft_tokens, _uniforms(uniforms, generator, draft_tokens), steps)
+    return run(target_probs, draft_probs, draft_tokens, uniforms_for(uniforms, generator, draft_tokens), steps)
 
 
 # --- randomness ---
@@ -205,7 +200,7 @@ def point_mass_keeps_draft(target_probs, draft_probs, draft_tokens, generator=No
 
 def shared_uniform_positions(target_probs, draft_probs, draft_tokens, generator=None, *, uniforms=None):
     """One uniform feeds every accept test of a row (u_i = u_0)."""
-    uniforms = _uniforms(uniforms, generator, draft_tokens).clone()
+    uniforms = uniforms_for(uniforms, generator, draft_tokens).clone()
     uniforms[:, :-1] = uniforms[:, :1]
     return run(target_probs, draft_probs, draft_tokens, uniforms)
 
@@ -221,7 +216,7 @@ def shared_uniform_rows(target_probs, draft_probs, draft_tokens, generator=None,
 def seed_ignored(target_probs, draft_probs, draft_tokens, generator=None, *, uniforms=None):
     """The caller's generator is ignored: each call seeds a fresh generator from the OS."""
     fresh = torch.Generator(device=draft_tokens.device).manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
-    return run(target_probs, draft_probs, draft_tokens, _uniforms(uniforms, fresh, draft_tokens))
+    return run(target_probs, draft_probs, draft_tokens, uniforms_for(uniforms, fresh, draft_tokens))
 
 
 def batch_composition(target_probs, draft_probs, draft_tokens, generator=None, *, uniforms=None):
@@ -229,4 +224,4 @@ def batch_composition(target_probs, draft_probs, draft_tokens, generator=None, *
     greedy_rows = (target_probs.amax(-1) >= 1).all(-1)  # [B]
     if bool(greedy_rows.any()):
         return greedy_verification(target_probs, draft_probs, draft_tokens, generator, uniforms=uniforms)
-    return run(target_probs, draft_probs, draft_tokens, _uniforms(uniforms, generator, draft_tokens))
+    return run(target_probs, draft_probs, draft_tokens, uniforms_for(uniforms, generator, draft_tokens))

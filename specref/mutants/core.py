@@ -23,6 +23,12 @@ def draw_uniforms(generator: torch.Generator | None, batch: int, gamma: int, dev
     return torch.rand(batch, gamma + 1, generator=generator, dtype=torch.float64, device=generator.device).to(device)
 
 
+def uniforms_for(uniforms: Tensor | None, generator, draft_tokens: Tensor) -> Tensor:
+    """The injected uniforms, or [B, g+1] fresh ones from the generator."""
+    batch, gamma = draft_tokens.shape
+    return draw_uniforms(generator, batch, gamma, draft_tokens.device) if uniforms is None else uniforms
+
+
 def gather(rows: Tensor, tokens: Tensor) -> Tensor:
     """rows [..., V] at tokens [...] -> [...]."""
     return rows.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)

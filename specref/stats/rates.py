@@ -132,6 +132,8 @@ def mean_ci(
         lo, hi = (float(b) for b in bounds)
         if not hi > lo:
             raise ValueError(f"bounds={bounds!r} must satisfy lo < hi")
+        if samples is not None and (np.min(samples) < lo or np.max(samples) > hi):
+            raise ValueError(f"samples lie outside bounds={bounds!r}; the Hoeffding interval would not hold")
         width = hi - lo
         statistic = shift
         p_value = float(min(1.0, 2.0 * math.exp(-2.0 * n * shift * shift / (width * width))))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import chi2
 
-from ._args import check_level
+from ._args import check_counts, check_level, check_positive
 from .gof import _extremes, default_min_expected
 from .merging import bins_for
 from .power import min_detectable_tv_chisquare
@@ -36,19 +36,20 @@ def chisquare_strata(
     An observation on an outcome of expected probability 0, or in a stratum whose expected row is all zero, is a
     certain failure (p_value 0). labels [S] names the strata in failure details.
     """
-    observed = np.asarray(observed_counts, dtype=np.int64)
+    shape = np.shape(observed_counts)
+    observed = check_counts("observed_counts", np.ravel(observed_counts)).reshape(shape)
     expected = np.asarray(expected_probs, dtype=np.float64)
     if observed.ndim != 2 or observed.shape != expected.shape:
         raise ValueError(
             f"observed_counts has shape {observed.shape} and expected_probs {expected.shape}; expected equal [S, V]"
         )
-    if (observed < 0).any():
-        raise ValueError("observed_counts has negative entries")
+    if not (np.isfinite(expected).all() and (expected >= 0).all()):
+        raise ValueError("expected_probs has a negative or non-finite entry")
     alpha, beta = check_level("alpha", alpha), check_level("beta", beta)
-    min_expected = default_min_expected(alpha) if min_expected is None else float(min_expected)
+    min_expected = default_min_expected(alpha) if min_expected is None else check_positive("min_expected", min_expected)
     labels = list(range(observed.shape[0])) if labels is None else list(labels)
 
-    statistic, df, n, hidden, impossible, extremes = 0.0, 0, int(observed.sum()), 0.0, [], []
+    statistic, df, n, hidden, impossible, tested = 0.0, 0, int(observed.sum()), 0.0, [], []
     for s in np.flatnonzero(observed.sum(1)):
         counts, row = observed[s], expected[s]
         total = row.sum()
@@ -68,9 +69,7 @@ def chisquare_strata(
         if o.size > 1:
             statistic += float(((o - e) ** 2 / e).sum())
             df += o.size - 1
-            tokens = np.flatnonzero(row > 0)
-            for side in _extremes(counts[tokens], row[tokens] * n_s, tokens, min_expected).values():
-                extremes += [{**entry, "stratum": labels[s]} for entry in side]
+            tested.append((s, row, n_s))
 
     p_value = float(chi2.sf(statistic, df)) if df > 0 else 1.0
     if impossible:
@@ -86,7 +85,12 @@ def chisquare_strata(
     if impossible:
         details["impossible"] = impossible[:5]
     passed = p_value > alpha
-    if not passed and extremes:
+    extremes = []
+    for s, row, n_s in [] if passed else tested:  # failure details only: most checks pass
+        tokens = np.flatnonzero(row > 0)
+        for side in _extremes(observed[s][tokens], row[tokens] * n_s, tokens, min_expected).values():
+            extremes += [{**entry, "stratum": labels[s]} for entry in side]
+    if extremes:
         extremes.sort(key=lambda entry: -abs(entry["residual"]))
         details["over"] = [e for e in extremes if e["residual"] > 0][:5]
         details["under"] = [e for e in extremes if e["residual"] < 0][:5]
