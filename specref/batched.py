@@ -9,14 +9,14 @@ same uniforms it emits the same tokens as `specref.reference`, token for token, 
     cumsum(w)_j > u_g * cumsum(w)_{V-1}; if rounding leaves none, the last j with w_j > 0;
   * an empty residual (numerically all zero) is replaced by the target row p itself.
 
-Precision. float64 inputs run in float64 with a sequential cumsum: the same IEEE operations as the reference
-(on CUDA the cumsum is a parallel scan, equal up to ties within rounding). fp32, fp16 and bf16 inputs run in fp32,
-and the final draw accumulates its partial sums in float64 over blocks of BLOCK tokens (block sums in fp32): the
-convention up to a relative error of a few 1e-7 on each block's mass, far below what any law check can see.
+Precision. float64 inputs run in float64 with the reference's own IEEE operations. fp32, fp16 and bf16 inputs
+run in fp32, and the final draw is a two-level inverse CDF (`specref.batched_draw`): the convention up to a
+relative error of a few 1e-7 on each block's mass, far below what any law check can see.
 
 Cost. No Python loop over B or g, and no [B, g, V] temporary: the accept ratios are gathered at the drafted tokens
-([B, g]); each row then needs one target row and one draft row ([B, V]) at its first rejection, or one target row
-(p_{g+1}) when every draft is accepted.
+([B, g]); each row then reads one target row and one draft row ([B, V]) at its first rejection, or one target row
+(p_{g+1}) when every draft is accepted. On CPU a compiled kernel (`specref.kernels`) reads those rows once; without
+it, torch operations copy and combine them.
 
 Randomness. With a generator, the uniforms are one torch.rand draw of shape [B, g+1] (see `draw_uniforms`), so a
 row's uniforms depend on its index in the batch. With injected uniforms a row's result depends on that row alone.
@@ -27,20 +27,12 @@ the rare slow path runs (a residual that is numerically empty, or a threshold th
 
 from __future__ import annotations
 
-import threading
-
 import torch
 
+from .batched_draw import FinalRows, final_draw, release_workspace
 from .batched_validation import check_shapes, check_values, compute_dtype
 
 __all__ = ["verify", "verify_logits", "draw_uniforms", "num_emitted", "release_workspace"]
-
-#: Tokens per block of the two-level inverse CDF (fp32 path); about sqrt(V) for real vocabularies.
-BLOCK = 256
-#: Largest CPU scratch buffer kept between calls, per thread (two or four are used; see `_workspace`).
-WORKSPACE_MAX_BYTES = 2**29
-
-_WORKSPACE = threading.local()
 
 
 def verify(
@@ -87,13 +79,17 @@ def verify(
     num_accepted = accepted.to(torch.int32).cumprod(dim=1).sum(dim=1)  # [B] leading accepts
     rejected = num_accepted < num_draft  # [B]
 
-    # Row k of the target: p_{k+1} at the first rejection, or the bonus row after num_draft accepts.
-    batch_index = torch.arange(batch, device=device)
-    weights = _final_weights(target_probs, draft_probs, safe_tokens, batch_index, num_accepted, rejected, dtype)
-    final_u = uniforms[:, gamma]
-    final_token, ok = _inverse_cdf(weights, final_u)
-    if bool((~ok).any()):  # rare: see the module docstring
-        final_token = _slow_path(final_token, ok, weights, final_u, target_probs, num_accepted, dtype)
+    # The final draw (one per row): from max(0, p_{k+1} - q_{k+1}) at the first rejection k, or from the bonus row
+    # p_{k+1} after k = num_draft accepts; a rejected point-mass draft leaves p_{k+1} without its token.
+    no_row = torch.full_like(num_accepted, -1)
+    draft_row = torch.where(rejected, num_accepted, -1) if draft_probs is not None else no_row
+    if draft_probs is None:
+        last_draft = safe_tokens.gather(1, num_accepted.clamp(max=gamma - 1)[:, None])[:, 0]
+        removed = torch.where(rejected, last_draft, -1)
+    else:
+        removed = no_row
+    final = FinalRows(target_probs, draft_probs, num_accepted, draft_row, removed)
+    final_token = final_draw(final, uniforms[:, gamma], dtype)
 
     # Emitted: the accepted drafts, then the final token, then -1.
     out_positions = torch.arange(rows, device=device)  # [g+1]
@@ -137,132 +133,6 @@ def draw_uniforms(
 def num_emitted(tokens: torch.Tensor) -> torch.Tensor:
     """[B] number of tokens each row emitted (1..g+1): the entries before the -1 padding."""
     return (tokens >= 0).sum(dim=1)
-
-
-def _final_weights(target_probs, draft_probs, safe_tokens, batch_index, num_accepted, rejected, dtype):
-    """[B, V] unnormalised weights of the final draw: max(0, p_k - q_k) for rejected rows, p_k otherwise."""
-    gamma = safe_tokens.shape[1]
-    p_rows = _select_rows(target_probs, batch_index, num_accepted, "target", dtype)  # [B, V] scratch
-    draft_row = num_accepted.clamp(max=gamma - 1)
-    if draft_probs is None:  # point mass at d_k: the residual is p_k with d_k removed
-        drafted = safe_tokens[batch_index, draft_row][:, None]  # [B, 1]
-        kept = torch.where(rejected[:, None], 0, p_rows.gather(1, drafted))
-        return p_rows.scatter_(1, drafted, kept)
-    q_rows = _select_rows(draft_probs, batch_index, draft_row, "draft", dtype)  # [B, V] scratch
-    # Rows not rejected may point at a placeholder draft row (past num_draft) that holds anything, NaN included:
-    # zero them (0 * NaN would still be NaN), so p - q = p exactly there; then the clamp, in place.
-    q_rows.masked_fill_(~rejected[:, None], 0)
-    return torch.sub(p_rows, q_rows, out=q_rows).clamp_(min=0)
-
-
-def _select_rows(probs, batch_index, row, slot: str, dtype: torch.dtype) -> torch.Tensor:
-    """probs[b, row[b]] for every b, as a [B, V] tensor of the compute dtype that verify may overwrite."""
-    batch, rows, vocab_size = probs.shape
-    if not probs.is_contiguous():  # e.g. an expanded view: advanced indexing copies only the selected rows
-        return probs[batch_index, row].to(dtype)
-    flat = probs.view(batch * rows, vocab_size)
-    selected = _workspace(slot, (len(batch_index), vocab_size), probs.dtype, probs.device)
-    torch.index_select(flat, 0, batch_index * rows + row, out=selected)
-    if probs.dtype == dtype:
-        return selected
-    return _workspace(slot + "_compute", selected.shape, dtype, probs.device).copy_(selected)
-
-
-def _workspace(slot: str, shape: tuple[int, int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """A per-thread scratch buffer, reused across calls on CPU.
-
-    A fresh multi-megabyte CPU tensor is mapped anew by the allocator and page-faults on first touch, which costs
-    more than the copy itself at B = 512 (measured: 36 ms instead of ~6 ms for 65 MB). CUDA has its caching
-    allocator, so this only applies to CPU. Buffers above WORKSPACE_MAX_BYTES are not kept; `release_workspace()`
-    frees the kept ones.
-    """
-    numel = shape[0] * shape[1]
-    if device.type != "cpu" or numel * dtype.itemsize > WORKSPACE_MAX_BYTES:
-        return torch.empty(shape, dtype=dtype, device=device)
-    buffers = _WORKSPACE.__dict__.setdefault("buffers", {})
-    buffer = buffers.get((slot, dtype))
-    if buffer is None or buffer.numel() < numel:
-        buffer = buffers[(slot, dtype)] = torch.empty(numel, dtype=dtype)
-    return buffer[:numel].view(shape)
-
-
-def release_workspace() -> None:
-    """Free this thread's CPU scratch buffers (see `_workspace`)."""
-    _WORKSPACE.__dict__.pop("buffers", None)
-
-
-def _inverse_cdf(weights: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Draw one index per row; `ok` is False where the rare exact path must decide instead."""
-    if weights.dtype == torch.float64:
-        return _inverse_cdf_sequential(weights, u)
-    return _inverse_cdf_blocked(weights, u)
-
-
-def _inverse_cdf_sequential(weights: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Binary search on the full-row partial sums: the float64 path, token for token the reference's convention.
-
-    On a sequential (monotone) cumsum the first j with cumsum_j > threshold >= 0 has w_j > 0, because the partial
-    sum grew at j; the gathered checks guard parallel scans (CUDA), which need not be monotone, and a threshold
-    that rounds up to the total.
-    """
-    cumulative = torch.cumsum(weights, dim=-1)  # [R, V]
-    threshold = (u * cumulative[:, -1])[:, None]  # [R, 1]
-    index = torch.searchsorted(cumulative, threshold, right=True).clamp_(max=weights.shape[1] - 1)  # [R, 1]
-    ok = (cumulative.gather(1, index) > threshold) & (weights.gather(1, index) > 0)
-    return index[:, 0], ok[:, 0]
-
-
-def _inverse_cdf_blocked(weights: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Two-level inverse CDF for fp32 weights: block sums, then one block of BLOCK tokens, in float64.
-
-    It reads the row once (block sums) instead of writing a full-row cumsum. Partial sums accumulate in float64;
-    block sums are fp32 reductions, so a block's mass is off by a few 1e-7 of itself at most, and a threshold
-    that overshoots the block's float64 partial sums goes to the exact path.
-    """
-    rows, vocab_size = weights.shape
-    num_full = vocab_size // BLOCK
-    parts = [weights[:, : num_full * BLOCK].view(rows, num_full, BLOCK).sum(dim=-1)] if num_full else []
-    if vocab_size % BLOCK:
-        parts.append(weights[:, num_full * BLOCK :].sum(dim=-1, keepdim=True))
-    block_cumulative = torch.cumsum(torch.cat(parts, dim=1).double(), dim=-1)  # [R, num_blocks]
-    threshold = u.double() * block_cumulative[:, -1]  # [R]
-    last_block = block_cumulative.shape[1] - 1
-    block = torch.searchsorted(block_cumulative, threshold[:, None], right=True).clamp_(max=last_block)  # [R, 1]
-    before = torch.where(block > 0, block_cumulative.gather(1, (block - 1).clamp_(min=0)), 0.0)  # [R, 1]
-    columns = block * BLOCK + torch.arange(BLOCK, device=weights.device)  # [R, BLOCK]
-    local = torch.where(columns < vocab_size, weights.gather(1, columns.clamp(max=vocab_size - 1)), 0).double()
-    partial = before + torch.cumsum(local, dim=-1)  # [R, BLOCK]
-    offset = torch.searchsorted(partial, threshold[:, None], right=True).clamp_(max=BLOCK - 1)  # [R, 1]
-    ok = (partial.gather(1, offset) > threshold[:, None]) & (local.gather(1, offset) > 0)
-    return (block * BLOCK + offset)[:, 0], ok[:, 0]
-
-
-def _inverse_cdf_exact(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    """The convention by full scan in float64: first j with w_j > 0 and cumsum_j > threshold, else the last
-    positive j, else -1 (an empty row)."""
-    weights, u = weights.double(), u.double()
-    vocab_size = weights.shape[1]
-    cumulative = torch.cumsum(weights, dim=-1)  # [R, V]
-    threshold = (u * cumulative[:, -1])[:, None]
-    positive = weights > 0
-    hit = positive & (cumulative > threshold)
-    first_hit = hit.to(torch.uint8).argmax(dim=1)
-    last_positive = vocab_size - 1 - positive.flip(1).to(torch.uint8).argmax(dim=1)
-    return torch.where(hit.any(dim=1), first_hit, torch.where(positive.any(dim=1), last_positive, -1))
-
-
-def _slow_path(final_token, ok, weights, final_u, target_probs, num_accepted, dtype):
-    """Redo the rows the fast path could not decide; empty residuals draw from the target row instead."""
-    rows = (~ok).nonzero().squeeze(1)
-    redo = _inverse_cdf_exact(weights[rows], final_u[rows])
-    empty = redo < 0
-    if bool(empty.any()):
-        empty_rows = rows[empty]
-        p_rows = target_probs[empty_rows, num_accepted[empty_rows]].to(dtype)
-        redo[empty] = _inverse_cdf_exact(p_rows, final_u[empty_rows])
-    final_token = final_token.clone()
-    final_token[rows] = redo
-    return final_token
 
 
 def _softmax(logits: torch.Tensor, temperature: float) -> torch.Tensor:

@@ -1,0 +1,151 @@
+"""T0 checks of the CPU kernel (`specref.kernels`): it computes what the torch operations compute, and the batched
+engine draws the same tokens with it and without it. Deterministic (seeded inputs), so no share of the budget.
+
+If no C compiler is at hand, the tests that need the compiled kernel skip and say why; the fallback is tested
+either way.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from specref import batched, batched_draw, kernels
+from specref.batched_draw import BLOCK, FinalRows
+
+pytestmark = pytest.mark.exact
+
+
+@pytest.fixture
+def compiled():
+    if not kernels.ENABLED:
+        pytest.skip("SPECREF_CPU_KERNEL=0")
+    reason = kernels.status()
+    if not reason.startswith("compiled"):
+        pytest.skip(f"the C kernel is {reason}")
+
+
+@pytest.fixture
+def torch_path(monkeypatch):
+    monkeypatch.setattr(kernels, "ENABLED", False)
+
+
+def _rows(gen, shape, dtype, zeros=0.3):
+    rows = torch.rand(shape, generator=gen, dtype=torch.float64) ** 3
+    rows[torch.rand(shape, generator=gen, dtype=torch.float64) < zeros] = 0
+    rows[..., 0] += 1e-3
+    return (rows / rows.sum(-1, keepdim=True)).to(dtype)
+
+
+def _final_rows(gen, batch, gamma, vocab_size, dtype, point_mass):
+    target = _rows(gen, (batch, gamma + 1, vocab_size), dtype)
+    draft = None if point_mass else _rows(gen, (batch, gamma, vocab_size), dtype)
+    target_row = torch.randint(0, gamma + 1, (batch,), generator=gen)
+    has_draft = (target_row < gamma) & (torch.rand(batch, generator=gen) < 0.8)
+    draft_row = torch.where(has_draft & (draft is not None), target_row, -1)
+    removed = torch.where(has_draft & point_mass, torch.randint(0, vocab_size, (batch,), generator=gen), -1)
+    return FinalRows(target, draft, target_row, draft_row, removed)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_widening_is_exact_for_every_bit_pattern(compiled, dtype):
+    patterns = torch.arange(2**16, dtype=torch.int32).to(torch.int16).view(dtype)  # every value, inf and NaN
+    target = patterns.reshape(1, 1, -1).expand(1, 2, -1).contiguous()
+    no_row = torch.tensor([-1])
+    sums = kernels.block_sums(target, None, torch.tensor([0]), no_row, no_row, block=1)  # one value per block
+    widened = patterns.float().clamp(min=0).double()
+    assert torch.equal(sums[0], torch.where(torch.isnan(widened), 0, widened))  # the kernel maps NaN to 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("vocab_size", [1, 7, 256, 1000, 8193])
+@pytest.mark.parametrize("point_mass", [False, True])
+def test_block_sums_equal_torch_within_rounding(compiled, dtype, vocab_size, point_mass):
+    gen = torch.Generator().manual_seed(vocab_size)
+    final = _final_rows(gen, 37, 3, vocab_size, dtype, point_mass)
+    args = (final.target_probs, final.draft_probs, final.target_row, final.draft_row, final.removed, BLOCK)
+    sums = kernels.block_sums(*args)
+    expected = batched_draw._block_sums(batched_draw.full_weights(final, torch.float32)).double()
+    assert sums.shape == expected.shape == (37, -(-vocab_size // BLOCK))
+    # fp32 sums of <= 256 terms in either order: a few ulps of the block's mass
+    assert torch.allclose(sums, expected, rtol=1e-5, atol=1e-12)
+    assert bool((sums >= 0).all())
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert torch.equal(kernels.block_sums(*args), sums)  # rows are independent of the thread split
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_placeholder_draft_rows_are_never_read(compiled):
+    gen = torch.Generator().manual_seed(0)
+    final = _final_rows(gen, 16, 2, 500, torch.float32, point_mass=False)
+    poisoned = final.draft_probs.clone()
+    unused = torch.ones(16, 2, dtype=torch.bool)
+    unused[final.draft_row >= 0, final.draft_row[final.draft_row >= 0]] = False
+    poisoned[unused] = float("nan")
+    clean = kernels.block_sums(*final[:2], *final[2:], BLOCK)
+    assert torch.equal(kernels.block_sums(final.target_probs, poisoned, *final[2:], BLOCK), clean)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("point_mass", [False, True])
+def test_engine_draws_the_same_tokens_with_and_without_the_kernel(compiled, monkeypatch, dtype, point_mass):
+    """Only the order of summation inside a block differs, so a token can differ only where u lands within a few
+    1e-7 of a block boundary: these seeded 4096 rows have none (a difference is a bug, not chance)."""
+    gen = torch.Generator().manual_seed(11)
+    batch, gamma, vocab_size = 4096, 3, 3000
+    target = _rows(gen, (batch, gamma + 1, vocab_size), dtype)
+    draft = _rows(gen, (batch, gamma, vocab_size), dtype)
+    tokens = torch.multinomial(draft.view(-1, vocab_size).float(), 1, generator=gen).view(batch, gamma)
+    num_draft = torch.randint(0, gamma + 1, (batch,), generator=gen)
+    uniforms = torch.rand(batch, gamma + 1, generator=gen)
+    args = (target, None if point_mass else draft, tokens)
+    with_kernel = batched.verify(*args, num_draft=num_draft, uniforms=uniforms)
+    monkeypatch.setattr(kernels, "ENABLED", False)
+    assert torch.equal(batched.verify(*args, num_draft=num_draft, uniforms=uniforms), with_kernel)
+
+
+def test_inputs_the_kernel_does_not_take_fall_back_to_torch(compiled):
+    gen = torch.Generator().manual_seed(2)
+    final = _final_rows(gen, 4, 2, 300, torch.float32, point_mass=False)
+    rest = (final.target_row, final.draft_row, final.removed, BLOCK)
+    assert kernels.block_sums(final.target_probs.double(), final.draft_probs.double(), *rest) is None
+    assert kernels.block_sums(final.target_probs.transpose(0, 1).contiguous().transpose(0, 1),
+                              final.draft_probs, *rest) is None  # fmt: skip
+    assert kernels.block_sums(final.target_probs, final.draft_probs.bfloat16(), *rest) is None
+
+
+def test_without_a_compiler_the_engine_uses_torch(monkeypatch, tmp_path):
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    monkeypatch.setenv("SPECREF_CACHE", str(tmp_path))
+    monkeypatch.setattr(kernels, "ENABLED", True)
+    monkeypatch.setattr(kernels, "_loaded", {})
+    assert kernels.status().startswith("unavailable: no C compiler")
+    gen = torch.Generator().manual_seed(3)
+    final = _final_rows(gen, 8, 2, 300, torch.float32, point_mass=False)
+    assert kernels.block_sums(final.target_probs, final.draft_probs, *final[2:], BLOCK) is None
+    tokens = torch.zeros(8, 2, dtype=torch.long)
+    out = batched.verify(
+        final.target_probs, final.target_probs[:, :2], tokens, uniforms=torch.rand(8, 3, generator=gen)
+    )
+    assert batched.num_emitted(out).tolist() == [3] * 8  # p == q accepts everything
+
+
+def test_a_failed_compile_says_why(monkeypatch, tmp_path):
+    fake = tmp_path / "cc"
+    fake.write_text("#!/bin/sh\necho 'error: this compiler refuses' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("CC", str(fake))
+    monkeypatch.setenv("SPECREF_CACHE", str(tmp_path))
+    monkeypatch.setattr(kernels, "ENABLED", True)
+    monkeypatch.setattr(kernels, "_loaded", {})
+    status = kernels.status()
+    assert status.startswith("unavailable:") and "this compiler refuses" in status
+
+
+def test_disabled_by_the_environment_switch(torch_path):
+    assert kernels.status().startswith("disabled")
+    target = torch.full((1, 2, 4), 0.25)
+    assert kernels.block_sums(target, None, torch.tensor([0]), torch.tensor([-1]), torch.tensor([-1]), BLOCK) is None
