@@ -11,8 +11,12 @@ nox.options.sessions = ["properties", "lint"]
 TORCH_CPU = "torch==2.13.0"
 
 
+# The CUDA kernel (specref/kernels/cuda.py) is Triton; its tests run it on CPU under Triton's interpreter.
+TRITON = "triton==3.9.0; platform_system == 'Linux' and platform_machine == 'x86_64'"
+
+
 def install(session: nox.Session, extras: str = "test,transformers,plots", torch: str = TORCH_CPU) -> None:
-    session.install(torch, "-e", f".[{extras}]")
+    session.install(torch, TRITON, "-e", f".[{extras}]")
 
 
 TIERS = ("exact", "statistical", "hypothesis_stat")  # cheapest and most certain first

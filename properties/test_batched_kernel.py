@@ -7,11 +7,17 @@ either way.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
 from specref import batched, batched_draw, kernels
 from specref.batched_draw import BLOCK, FinalRows
+from specref.kernels import cpu as cpu_kernel
 
 pytestmark = pytest.mark.exact
 
@@ -19,7 +25,7 @@ pytestmark = pytest.mark.exact
 @pytest.fixture
 def compiled():
     if not kernels.ENABLED:
-        pytest.skip("SPECREF_CPU_KERNEL=0")
+        pytest.skip("SPECREF_KERNELS=0")
     reason = kernels.status()
     if not reason.startswith("compiled"):
         pytest.skip(f"the C kernel is {reason}")
@@ -121,7 +127,7 @@ def test_without_a_compiler_the_engine_uses_torch(monkeypatch, tmp_path):
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
     monkeypatch.setenv("SPECREF_CACHE", str(tmp_path))
     monkeypatch.setattr(kernels, "ENABLED", True)
-    monkeypatch.setattr(kernels, "_loaded", {})
+    monkeypatch.setattr(cpu_kernel, "_loaded", {})
     assert kernels.status().startswith("unavailable: no C compiler")
     gen = torch.Generator().manual_seed(3)
     final = _final_rows(gen, 8, 2, 300, torch.float32, point_mass=False)
@@ -140,7 +146,7 @@ def test_a_failed_compile_says_why(monkeypatch, tmp_path):
     monkeypatch.setenv("CC", str(fake))
     monkeypatch.setenv("SPECREF_CACHE", str(tmp_path))
     monkeypatch.setattr(kernels, "ENABLED", True)
-    monkeypatch.setattr(kernels, "_loaded", {})
+    monkeypatch.setattr(cpu_kernel, "_loaded", {})
     status = kernels.status()
     assert status.startswith("unavailable:") and "this compiler refuses" in status
 
@@ -149,3 +155,36 @@ def test_disabled_by_the_environment_switch(torch_path):
     assert kernels.status().startswith("disabled")
     target = torch.full((1, 2, 4), 0.25)
     assert kernels.block_sums(target, None, torch.tensor([0]), torch.tensor([-1]), torch.tensor([-1]), BLOCK) is None
+
+
+def _triton_interpreter_check():
+    """Run in a subprocess with TRITON_INTERPRET=1: the Triton kernel on CPU tensors, against torch and the engine."""
+    from specref.kernels import cuda as cuda_kernel
+
+    assert cuda_kernel.status().startswith("triton"), cuda_kernel.status()
+    gen = torch.Generator().manual_seed(5)
+    for dtype in kernels.DTYPES:
+        for point_mass in (False, True):
+            for vocab_size in (7, 300, 1000):
+                final = _final_rows(gen, 9, 3, vocab_size, dtype, point_mass)
+                rows = kernels.flat_rows(final.target_probs, final.target_row, final.draft_row)
+                sums = cuda_kernel.block_sums(final.target_probs, final.draft_probs, *rows, final.removed, BLOCK)
+                expected = batched_draw._block_sums(batched_draw.full_weights(final, torch.float32)).double()
+                assert torch.allclose(sums, expected, rtol=1e-5, atol=1e-12), (dtype, point_mass, vocab_size)
+    # The engine with the Triton kernel standing in for the C kernel: the same tokens.
+    target = _rows(gen, (64, 3, 700), torch.float32)
+    draft = _rows(gen, (64, 2, 700), torch.float32)
+    tokens = torch.multinomial(draft.view(-1, 700), 1, generator=gen).view(64, 2)
+    uniforms = torch.rand(64, 3, generator=gen)
+    expected = batched.verify(target, draft, tokens, uniforms=uniforms)
+    kernels._backend = lambda device: cuda_kernel
+    assert torch.equal(batched.verify(target, draft, tokens, uniforms=uniforms), expected)
+
+
+def test_triton_kernel_under_the_interpreter():
+    pytest.importorskip("triton", reason="Triton is not installed: the CUDA kernel cannot be interpreted on CPU")
+    code = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+    code += "import test_batched_kernel as t; t._triton_interpreter_check()"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "SPECREF_KERNELS": "1"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]

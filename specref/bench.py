@@ -1,7 +1,8 @@
 """Benchmark of `specref.batched.verify` against baselines, in one run: `python -m specref.bench [--quick]`.
 
 Compared, on the same inputs:
-  * batched       specref.batched.verify(validate=False)
+  * batched       specref.batched.verify(validate=False), with the fused kernel of `specref.kernels` where it
+                  applies (the report says which)
   * naive         a plain torch verifier: full [B, g, V] residual, division by the sum, torch.multinomial
   * transformers  transformers.generation.utils._speculative_sampling looped over the rows (it takes logits: we
                   pass log-probabilities); rows past --hf-rows are extrapolated linearly and marked so
@@ -27,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from . import batched
+from . import batched, kernels
 
 GRID = {"batch": (1, 64, 512), "gamma": (1, 4, 8), "vocab": (32000, 128256), "dtype": ("fp32", "bf16")}
 QUICK = [(64, 4, 32000, "fp32"), (1, 1, 32000, "bf16"), (64, 4, 32000, "bf16")]
@@ -187,6 +188,7 @@ def environment(device, threads):
         "cpu_count": os.cpu_count(),
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
+        "block_sums": kernels.status(device),
     }
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
@@ -207,7 +209,8 @@ def write_reports(results, env, out_dir: Path):
         f"torch {env['torch']} on {env.get('gpu', env['processor'])} ({env['device']}), {env['threads']} thread(s), "
         f"{env['cpu_count']} CPUs, load average at the end {env.get('load_average')}. Medians; CPU caches flushed "
         "before every call. Rows/s = verified sequences per second. Floor = one read of the two V-rows per batch "
-        "row that the engine must read. Targets: " + TARGETS + ".",
+        "row that the engine must read. Block sums of the final draw: " + env.get("block_sums", "?") + ". "
+        "Targets: " + TARGETS + ".",
         "",
         *([env["note"], ""] if env.get("note") else []),
         "| B | g | V | dtype | batched rows/s | naive rows/s | transformers rows/s | transformers / batched "

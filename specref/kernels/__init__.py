@@ -1,135 +1,84 @@
-"""An optional compiled kernel for `specref.batched` on CPU: the final draw's block sums in one pass.
+"""Optional fused kernels for `specref.batched`: the final draw's block sums in one read of each input row.
 
-The final draw of a verify call needs, for each batch row, the block sums of its weights w = max(0, p - q) over the
-vocabulary (`specref.batched` explains the two-level inverse CDF). In torch that is five operations: two row copies,
-a subtraction, a clamp and a sum, each a pass over memory; `block_sums.c` reads each input row once and writes only
-the [B, V / BLOCK] sums. At B = 64, g = 4, V = 32000 fp32 on one thread it takes about the memory floor's time,
-where the torch operations take 2.5-3.5x longer.
+The final draw of a verify call needs, for each batch row, the sums over blocks of BLOCK tokens of its weights
+w = max(0, p - q) (or p, or p without one token; `specref.batched_draw` explains the two-level inverse CDF). In
+torch that is five operations: two row copies, a subtraction, a clamp and a sum, each a pass over memory. A fused
+kernel reads the two rows once and writes only the [B, V / BLOCK] sums:
+  * CPU: `block_sums.c`, compiled on first use with the system C compiler (`specref.kernels.cpu`);
+  * CUDA: a Triton kernel (`specref.kernels.cuda`), where Triton is importable.
 
-It is plain C compiled on first use with the system C compiler ($CC, else Python's, else `cc`) into
-$SPECREF_CACHE/kernels (default ~/.cache/specref/kernels) and loaded with ctypes, so installing specref compiles
-nothing. Without a compiler, or with SPECREF_CPU_KERNEL=0, `block_sums` returns None and `specref.batched` computes
-the same sums with torch operations; `status()` says which. Only the summation order differs between the two
-(block sums are inputs to the draw's first level; see `specref.batched`), and the tests run both.
+`block_sums` returns None wherever no kernel applies (disabled, no compiler, no Triton, float64, inputs that are
+not contiguous) and the caller uses torch operations instead; `status(device)` says which path runs. Only the order
+of summation inside a block differs between the paths, and the tests run all of them.
 """
 
 from __future__ import annotations
 
-import ctypes
-import hashlib
 import os
-import platform
-import shlex
-import shutil
-import subprocess
-import sysconfig
-import tempfile
-import threading
-from pathlib import Path
 
 import torch
 
-__all__ = ["block_sums", "status", "ENABLED"]
+__all__ = ["block_sums", "status", "ENABLED", "DTYPES"]
 
-#: Set to False (or SPECREF_CPU_KERNEL=0 in the environment) to use torch operations instead.
-ENABLED = os.environ.get("SPECREF_CPU_KERNEL", "1") != "0"
-
-SOURCE = Path(__file__).with_name("block_sums.c")
-FLAGS = ("-O3", "-std=c11", "-shared", "-fPIC", "-pthread")
-DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
-
-_lock = threading.Lock()
-_loaded: dict[str, object] = {}  # "function" or "error", once the first call has tried
+#: Set to False (or SPECREF_KERNELS=0 in the environment) to use torch operations everywhere.
+ENABLED = os.environ.get("SPECREF_KERNELS", "1") != "0"
+#: Input dtypes the kernels take (they compute in fp32); float64 keeps the reference's exact path.
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 def block_sums(
     target_probs: torch.Tensor,  # [B, g+1, V]
-    draft_probs: torch.Tensor | None,  # [B, g, V]
-    target_row: torch.Tensor,  # [B] k: subtract from p_{k+1}
-    draft_row: torch.Tensor,  # [B] the row of q to subtract, -1 for none
-    removed: torch.Tensor,  # [B] a token whose weight is 0, -1 for none
+    draft_probs: torch.Tensor | None,  # [B, g, V]; None: nothing to subtract
+    target_row: torch.Tensor,  # [B] k: the weights start from target_probs[b, k]
+    draft_row: torch.Tensor,  # [B] subtract draft_probs[b, draft_row] and clamp at 0; -1: nothing to subtract
+    removed: torch.Tensor,  # [B] a token whose weight is 0; -1: none
     block: int,
 ) -> torch.Tensor | None:
-    """[B, ceil(V / block)] float64 block sums of the weights, or None where the kernel does not apply (disabled,
-    not compiled, not CPU, float64, or inputs that are not contiguous); the caller then uses torch operations."""
+    """[B, ceil(V / block)] float64: sums of consecutive blocks of the weights, or None (see the module docstring)."""
     inputs = [target_probs] + ([] if draft_probs is None else [draft_probs])
-    if not ENABLED or any(t.device.type != "cpu" or not t.is_contiguous() for t in inputs):
+    if not ENABLED or target_probs.dtype not in DTYPES or any(not t.is_contiguous() for t in inputs):
         return None
-    code = DTYPE_CODES.get(target_probs.dtype)
-    if code is None or (draft_probs is not None and draft_probs.dtype != target_probs.dtype):
+    if draft_probs is not None and draft_probs.dtype != target_probs.dtype:
         return None
-    function = _load()
-    if function is None:
+    backend = _backend(target_probs.device)
+    if backend is None:
         return None
-    batch, rows, vocab_size = target_probs.shape
-    batch_index = torch.arange(batch)
-    flat_target_row = (batch_index * rows + target_row).contiguous()
-    flat_draft_row = torch.where(draft_row >= 0, batch_index * (rows - 1) + draft_row, -1).contiguous()
-    removed = removed.long().contiguous()
-    out = torch.empty(batch, -(-vocab_size // block), dtype=torch.float64)
-    error = function(
-        target_probs.data_ptr(), None if draft_probs is None else draft_probs.data_ptr(), code,
-        flat_target_row.data_ptr(), flat_draft_row.data_ptr(), removed.data_ptr(),
-        batch, vocab_size, block, out.data_ptr(), torch.get_num_threads(),
-    )  # fmt: skip
-    if error:
-        raise RuntimeError(f"specref_block_sums returned {error} for dtype {target_probs.dtype}")
-    return out
+    flat_target_row, flat_draft_row = flat_rows(target_probs, target_row, draft_row)
+    return backend.block_sums(target_probs, draft_probs, flat_target_row, flat_draft_row, removed.long(), block)
 
 
-def status() -> str:
-    """'compiled: <path>', 'disabled: ...' or 'unavailable: <why>' (compiles on first call)."""
+def flat_rows(target_probs, target_row, draft_row) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rows as indices into target_probs viewed as [B*(g+1), V] and draft_probs as [B*g, V] (-1 kept)."""
+    batch, rows, _ = target_probs.shape
+    batch_index = torch.arange(batch, device=target_probs.device)
+    flat_target_row = (batch_index * rows + target_row).long().contiguous()
+    flat_draft_row = torch.where(draft_row >= 0, batch_index * (rows - 1) + draft_row, -1).long().contiguous()
+    return flat_target_row, flat_draft_row
+
+
+def status(device: str | torch.device = "cpu") -> str:
+    """Which block sums run on this device: 'compiled: ...', 'triton: ...', 'disabled: ...' or 'unavailable: ...'."""
     if not ENABLED:
-        return "disabled: SPECREF_CPU_KERNEL=0 or specref.kernels.ENABLED = False"
-    if _load() is None:
-        return f"unavailable: {_loaded['error']}"
-    return f"compiled: {_loaded['path']}"
+        return "disabled: SPECREF_KERNELS=0 or specref.kernels.ENABLED = False"
+    device = torch.device(device)
+    if device.type == "cpu":
+        from . import cpu
+
+        return cpu.status()
+    if device.type == "cuda":
+        from . import cuda
+
+        return cuda.status()
+    return f"unavailable: no kernel for device type {device.type!r}"
 
 
-def _load():
-    with _lock:
-        if not _loaded:
-            try:
-                path = _compile()
-                function = ctypes.CDLL(str(path)).specref_block_sums
-            except (OSError, RuntimeError, subprocess.SubprocessError) as error:
-                _loaded.update(function=None, error=str(error))
-            else:
-                function.restype = ctypes.c_int
-                function.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int] + [ctypes.c_void_p] * 3
-                function.argtypes += [ctypes.c_int64] * 3 + [ctypes.c_void_p, ctypes.c_int]
-                _loaded.update(function=function, path=path)
-        return _loaded["function"]
+def _backend(device: torch.device):
+    if device.type == "cpu":
+        from . import cpu
 
+        return cpu if cpu.status().startswith("compiled") else None
+    if device.type == "cuda":
+        from . import cuda
 
-def _compile() -> Path:
-    """The shared library for this source, compiler and machine, built once into the cache (atomically)."""
-    compiler = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
-    if not compiler or shutil.which(compiler[0]) is None:
-        raise RuntimeError(f"no C compiler: {compiler[:1] or 'CC'} not found on PATH")
-    source = SOURCE.read_text()
-    key = hashlib.sha256("\0".join([source, *compiler, *FLAGS, platform.machine()]).encode()).hexdigest()[:16]
-    directory = _cache_dir()
-    path = directory / f"block_sums-{key}.so"
-    if path.exists():
-        return path
-    with tempfile.TemporaryDirectory(dir=directory) as scratch:
-        built = Path(scratch) / path.name
-        command = [*compiler, *FLAGS, "-o", str(built), str(SOURCE)]
-        result = subprocess.run(command, capture_output=True, text=True, timeout=120)
-        if result.returncode != 0:
-            raise RuntimeError(f"{shlex.join(command)} failed: {result.stderr.strip()[-500:]}")
-        os.replace(built, path)  # atomic: concurrent builders (pytest-xdist workers) race harmlessly
-    return path
-
-
-def _cache_dir() -> Path:
-    root = os.environ.get("SPECREF_CACHE")
-    directory = Path(root) / "kernels" if root else Path.home() / ".cache" / "specref" / "kernels"
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        return directory
-    except OSError:
-        fallback = Path(tempfile.gettempdir()) / f"specref-kernels-{os.getuid() if hasattr(os, 'getuid') else 0}"
-        fallback.mkdir(exist_ok=True)
-        return fallback
+        return cuda if cuda.status().startswith("triton") else None
+    return None
