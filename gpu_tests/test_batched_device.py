@@ -108,3 +108,30 @@ def test_cpu_pass_alpha_matches_properties_budget():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.SHARES["gpu_cpu_pass"] == TOTAL["cpu"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_fused_block_sums_match_torch_and_draw_the_same_tokens(device, dtype, monkeypatch):
+    """The device's fused kernel (Triton on CUDA, C on CPU) against torch operations: block sums within rounding,
+    and the engine's tokens equal on these seeded rows (only the order of summation inside a block differs)."""
+    from specref import batched_draw, kernels
+
+    status = kernels.status(device)
+    if not status.startswith(("triton", "compiled")):
+        pytest.skip(f"no fused kernel on {device}: {status}")
+    gen = torch.Generator(device=device).manual_seed(17)
+    batch, gamma, vocab_size = 512, 4, 151936 if device.type == "cuda" else 3001
+    target_probs = _rows(gen, (batch, gamma + 1, vocab_size), device, dtype=dtype)
+    draft_probs = _rows(gen, (batch, gamma, vocab_size), device, dtype=dtype)
+    draft_tokens = torch.multinomial(draft_probs.view(-1, vocab_size).float(), 1, generator=gen).view(batch, gamma)
+    uniforms = torch.rand(batch, gamma + 1, generator=gen, device=device)
+    target_row = torch.randint(0, gamma + 1, (batch,), generator=gen, device=device)
+    draft_row = torch.where(target_row < gamma, target_row, -1)
+    removed = torch.full_like(target_row, -1)
+    final = batched_draw.FinalRows(target_probs, draft_probs, target_row, draft_row, removed)
+    fused = kernels.block_sums(*final, batched_draw.BLOCK)
+    expected = batched_draw._block_sums(batched_draw.full_weights(final, torch.float32)).double()
+    assert torch.allclose(fused, expected, rtol=1e-5, atol=1e-12)
+    with_kernel = batched.verify(target_probs, draft_probs, draft_tokens, uniforms=uniforms)
+    monkeypatch.setattr(kernels, "ENABLED", False)
+    assert torch.equal(batched.verify(target_probs, draft_probs, draft_tokens, uniforms=uniforms), with_kernel)

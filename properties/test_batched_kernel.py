@@ -188,3 +188,11 @@ def test_triton_kernel_under_the_interpreter():
     env = {**os.environ, "TRITON_INTERPRET": "1", "SPECREF_KERNELS": "1"}
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_compiles_from_an_empty_cache(compiled, monkeypatch, tmp_path):
+    monkeypatch.setenv("SPECREF_CACHE", str(tmp_path))
+    monkeypatch.setattr(cpu_kernel, "_loaded", {})
+    status = cpu_kernel.status()
+    assert status.startswith("compiled: ") and status.endswith(".so") and str(tmp_path / "kernels") in status
+    assert [p.suffix for p in (tmp_path / "kernels").iterdir()] == [".so"]  # no scratch left behind
