@@ -209,7 +209,8 @@ def write_reports(results, env, out_dir: Path):
         f"torch {env['torch']} on {env.get('gpu', env['processor'])} ({env['device']}), {env['threads']} thread(s), "
         f"{env['cpu_count']} CPUs, load average at the end {env.get('load_average')}. Medians; CPU caches flushed "
         "before every call. Rows/s = verified sequences per second. Floor = one read of the two V-rows per batch "
-        "row that the engine must read. Block sums of the final draw: " + env.get("block_sums", "?") + ". "
+        "row that the engine must read, timed as torch's fastest one-pass read (a sum), so a kernel that streams "
+        "faster than that sum shows a ratio below 1. Block sums of the final draw: " + env.get("block_sums", "?") + ". "
         "Targets: " + TARGETS + ".",
         "",
         *([env["note"], ""] if env.get("note") else []),

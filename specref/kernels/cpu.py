@@ -28,9 +28,11 @@ import torch
 SOURCE = Path(__file__).with_name("block_sums.c")
 FLAGS = ("-O3", "-std=c11", "-shared", "-fPIC", "-pthread")
 DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
+#: Below this many entries per input a call runs on one thread: starting threads would cost more than the sums.
+PARALLEL_MIN_ELEMENTS = 2**18
 
 _lock = threading.Lock()
-_loaded: dict[str, object] = {}  # "function" or "error", once the first call has tried
+_loaded: dict[str, object] = {}  # function, and path or error, once the first call has tried
 
 
 def block_sums(
@@ -46,12 +48,13 @@ def block_sums(
     if function is None:
         return None
     batch, _, vocab_size = target_probs.shape
+    threads = torch.get_num_threads() if batch * vocab_size >= PARALLEL_MIN_ELEMENTS else 1
     out = torch.empty(batch, -(-vocab_size // block), dtype=torch.float64)
     error = function(
         target_probs.data_ptr(), None if draft_probs is None else draft_probs.data_ptr(),
         DTYPE_CODES[target_probs.dtype],
         flat_target_row.data_ptr(), flat_draft_row.data_ptr(), removed.data_ptr(),
-        batch, vocab_size, block, out.data_ptr(), torch.get_num_threads(),
+        batch, vocab_size, block, out.data_ptr(), threads,
     )  # fmt: skip
     if error:
         raise RuntimeError(f"specref_block_sums returned {error} for dtype {target_probs.dtype}")
