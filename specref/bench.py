@@ -3,6 +3,7 @@
 Compared, on the same inputs:
   * batched       specref.batched.verify(validate=False), with the fused kernel of `specref.kernels` where it
                   applies (the report says which)
+  * torch ops     the same engine with the fused kernel off (SPECREF_KERNELS=0): its final draw by torch operations
   * naive         a plain torch verifier: full [B, g, V] residual, division by the sum, torch.multinomial
   * transformers  transformers.generation.utils._speculative_sampling looped over the rows (it takes logits: we
                   pass log-probabilities); rows past --hf-rows are extrapolated linearly and marked so
@@ -68,6 +69,15 @@ def naive_verify(target_probs, draft_probs, draft_tokens, generator):
     drafts = torch.cat([draft_tokens, draft_tokens[:, :1]], 1)
     out = torch.where(torch.arange(rows, device=p.device) < num_accepted[:, None], drafts, -1)
     return out.scatter_(1, num_accepted[:, None].long(), final)
+
+
+def torch_ops_verify(target_probs, draft_probs, draft_tokens, generator):
+    """specref.batched.verify with the fused kernel switched off: its final draw by torch operations alone."""
+    enabled, kernels.ENABLED = kernels.ENABLED, False
+    try:
+        return batched.verify(target_probs, draft_probs, draft_tokens, generator, validate=False)
+    finally:
+        kernels.ENABLED = enabled
 
 
 def transformers_looped(target_probs, draft_probs, draft_tokens, rows):
@@ -155,6 +165,8 @@ def bench_case(batch, gamma, vocab, dtype_name, device, timer, hf_rows):
         "naive": timer(lambda: naive_verify(target, draft, tokens, gen)),
         "floor": timer(lambda: (read_once(target[:, 0]), read_once(draft[:, 0]))),
     }
+    if kernels.status(device).startswith(("compiled", "triton")):
+        seconds["batched_torch_ops"] = timer(lambda: torch_ops_verify(target, draft, tokens, gen))
     rows = min(batch, hf_rows)
     seconds["transformers"] = timer(lambda: transformers_looped(target, draft, tokens, rows), repeats=3) * batch / rows
     case["transformers_extrapolated_from_rows"] = rows if rows < batch else None
@@ -171,6 +183,8 @@ def bench_case(batch, gamma, vocab, dtype_name, device, timer, hf_rows):
         "naive_over_batched": seconds["naive"] / seconds["batched"],
         "batched_over_floor": seconds["batched"] / seconds["floor"],
     }
+    if "batched_torch_ops" in seconds:
+        case["ratios"]["torch_ops_over_batched"] = seconds["batched_torch_ops"] / seconds["batched"]
     if "flashinfer" in seconds:
         case["ratios"]["flashinfer_over_batched"] = seconds["flashinfer"] / seconds["batched"]
     if device.type == "cuda":
@@ -229,6 +243,8 @@ def write_reports(results, env, out_dir: Path):
             extra.append(f"transformers from {case['transformers_extrapolated_from_rows']} rows")
         if "hbm" in case and case["hbm"]["fraction"] is not None:
             extra.append(f"HBM {case['hbm']['fraction']:.0%} of peak")
+        if "torch_ops_over_batched" in ratios:
+            extra.append(f"without the kernel {ratios['torch_ops_over_batched']:.2f}x time")
         if "flashinfer" in r:
             extra.append(f"flashinfer {r['flashinfer']:.3g} rows/s ({ratios['flashinfer_over_batched']:.2f}x time)")
         if "flashinfer_error" in case:
@@ -270,7 +286,8 @@ def main(argv=None) -> int:
             f"B={batch:4d} g={gamma} V={vocab:6d} {dtype_name}: batched {case['rows_per_s']['batched']:10.4g} rows/s, "
             f"transformers/batched {r['transformers_over_batched']:7.1f}x, "
             f"naive/batched {r['naive_over_batched']:5.1f}x, "
-            f"batched/floor {r['batched_over_floor']:5.2f}x",
+            f"batched/floor {r['batched_over_floor']:5.2f}x"
+            + (f", without kernel {r['torch_ops_over_batched']:4.2f}x" if "torch_ops_over_batched" in r else ""),
             flush=True,
         )
     write_reports(results, environment(device, args.threads), Path(args.out))

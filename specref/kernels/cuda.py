@@ -38,11 +38,9 @@ else:
         weights = tl.load(target_ptr + target_row * vocab_size + columns, mask=in_row, other=0.0).to(tl.float32)
         if HAS_DRAFT:
             draft_row = tl.load(draft_row_ptr + row)
-            draft_columns = tl.where(draft_row >= 0, vocab_size, 0)  # no draft row: load nothing, subtract 0
-            draft = tl.load(draft_ptr + draft_row * vocab_size + columns, mask=columns < draft_columns, other=0.0).to(
-                tl.float32
-            )
-            weights = weights - draft
+            has_draft_row = columns < tl.where(draft_row >= 0, vocab_size, 0)  # none: load nothing, subtract 0
+            draft = tl.load(draft_ptr + draft_row * vocab_size + columns, mask=has_draft_row, other=0.0)
+            weights = weights - draft.to(tl.float32)
         weights = tl.where(weights > 0.0, weights, 0.0)  # also NaN -> 0
         weights = tl.where(columns == tl.load(removed_ptr + row), 0.0, weights)
         sums = tl.sum(weights, axis=1).to(tl.float64)  # [GROUP]
