@@ -194,6 +194,15 @@ def bench_case(batch, gamma, vocab, dtype_name, device, timer, hf_rows):
     return case
 
 
+def kernel_label(device) -> str:
+    status = kernels.status(device)
+    if status.startswith("compiled"):
+        return "the C kernel (specref/kernels/block_sums.c)"
+    if status.startswith("triton"):
+        return "the Triton kernel (" + status + ")"
+    return "torch operations (fused kernel " + status + ")"
+
+
 def environment(device, threads):
     info = {
         "torch": torch.__version__,
@@ -202,7 +211,7 @@ def environment(device, threads):
         "cpu_count": os.cpu_count(),
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
-        "block_sums": kernels.status(device),
+        "block_sums": kernel_label(device),
     }
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
