@@ -15,8 +15,8 @@ TORCH_CPU = "torch==2.13.0"
 TRITON = "triton==3.9.0; platform_system == 'Linux' and platform_machine == 'x86_64'"
 
 
-def install(session: nox.Session, extras: str = "test,transformers,plots", torch: str = TORCH_CPU) -> None:
-    session.install(torch, TRITON, "-e", f".[{extras}]")
+def install(session: nox.Session, extras: str = "test,transformers,plots", torch: str = TORCH_CPU, *extra: str) -> None:
+    session.install(torch, *extra, "-e", f".[{extras}]")
 
 
 TIERS = ("exact", "statistical", "hypothesis_stat")  # cheapest and most certain first
@@ -28,7 +28,7 @@ def properties(session: nox.Session) -> None:
 
     With posargs, one pytest run with them instead of the tiers (e.g. `nox -s properties -- -k coupling`).
     """
-    install(session)
+    install(session, "test,transformers,plots", TORCH_CPU, TRITON)
     if session.posargs:
         session.run("pytest", "-n", "auto", *session.posargs)
         return

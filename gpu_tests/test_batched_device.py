@@ -111,7 +111,8 @@ def test_cpu_pass_alpha_matches_properties_budget():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
-def test_fused_block_sums_match_torch_and_draw_the_same_tokens(device, dtype, monkeypatch):
+@pytest.mark.parametrize("point_mass", [False, True])
+def test_fused_block_sums_match_torch_and_draw_the_same_tokens(device, dtype, point_mass, monkeypatch):
     """The device's fused kernel (Triton on CUDA, C on CPU) against torch operations: block sums within rounding,
     and the engine's tokens equal on these seeded rows (only the order of summation inside a block differs)."""
     from specref import batched_draw, kernels
@@ -124,10 +125,14 @@ def test_fused_block_sums_match_torch_and_draw_the_same_tokens(device, dtype, mo
     target_probs = _rows(gen, (batch, gamma + 1, vocab_size), device, dtype=dtype)
     draft_probs = _rows(gen, (batch, gamma, vocab_size), device, dtype=dtype)
     draft_tokens = torch.multinomial(draft_probs.view(-1, vocab_size).float(), 1, generator=gen).view(batch, gamma)
+    if point_mass:
+        draft_probs = None
     uniforms = torch.rand(batch, gamma + 1, generator=gen, device=device)
     target_row = torch.randint(0, gamma + 1, (batch,), generator=gen, device=device)
-    draft_row = torch.where(target_row < gamma, target_row, -1)
-    removed = torch.full_like(target_row, -1)
+    has_draft = target_row < gamma
+    no_row = torch.full_like(target_row, -1)
+    draft_row = no_row if point_mass else torch.where(has_draft, target_row, -1)
+    removed = torch.where(has_draft, draft_tokens[:, 0], -1) if point_mass else no_row
     final = batched_draw.FinalRows(target_probs, draft_probs, target_row, draft_row, removed)
     fused = kernels.block_sums(*final, batched_draw.BLOCK)
     expected = batched_draw._block_sums(batched_draw.full_weights(final, torch.float32)).double()
@@ -135,3 +140,23 @@ def test_fused_block_sums_match_torch_and_draw_the_same_tokens(device, dtype, mo
     with_kernel = batched.verify(target_probs, draft_probs, draft_tokens, uniforms=uniforms)
     monkeypatch.setattr(kernels, "ENABLED", False)
     assert torch.equal(batched.verify(target_probs, draft_probs, draft_tokens, uniforms=uniforms), with_kernel)
+
+
+def test_fused_block_sums_at_offsets_past_two_to_the_31(device):
+    """A selected row that starts past 2^31 elements (bf16 [2, 8000, 151936], 4.9 GB): 64-bit offsets."""
+    from specref import batched_draw, kernels
+
+    if device.type != "cuda":
+        pytest.skip("needs 4.9 GB of device memory: CUDA only")
+    status = kernels.status(device)
+    if not status.startswith("triton"):
+        pytest.skip(f"no fused kernel on {device}: {status}")
+    vocab_size = 151936
+    target_probs = torch.zeros(2, 8000, vocab_size, dtype=torch.bfloat16, device=device)
+    target_probs[1, 7999, ::2] = 1.0  # the last row, 2.43e9 elements in
+    target_row = torch.tensor([0, 7999], device=device)
+    no_row = torch.full_like(target_row, -1)
+    final = batched_draw.FinalRows(target_probs, None, target_row, no_row, no_row)
+    sums = kernels.block_sums(*final, batched_draw.BLOCK)
+    assert (1 * 8000 + 7999) * vocab_size > 2**31
+    assert float(sums[0].sum()) == 0 and float(sums[1].sum()) == vocab_size // 2

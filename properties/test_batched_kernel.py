@@ -37,8 +37,9 @@ def torch_path(monkeypatch):
 
 
 def _rows(gen, shape, dtype, zeros=0.3):
-    rows = torch.rand(shape, generator=gen, dtype=torch.float64) ** 3
-    rows[torch.rand(shape, generator=gen, dtype=torch.float64) < zeros] = 0
+    work = torch.float64 if dtype == torch.float64 else torch.float32
+    rows = torch.rand(shape, generator=gen, dtype=work) ** 3
+    rows[torch.rand(shape, generator=gen) < zeros] = 0
     rows[..., 0] += 1e-3
     return (rows / rows.sum(-1, keepdim=True)).to(dtype)
 
@@ -55,12 +56,20 @@ def _final_rows(gen, batch, gamma, vocab_size, dtype, point_mass):
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_precision_widening_is_exact_for_every_bit_pattern(compiled, dtype):
-    patterns = torch.arange(2**16, dtype=torch.int32).to(torch.int16).view(dtype)  # every value, inf and NaN
-    target = patterns.reshape(1, 1, -1).expand(1, 2, -1).contiguous()
-    no_row = torch.tensor([-1])
-    sums = kernels.block_sums(target, None, torch.tensor([0]), no_row, no_row, block=1)  # one value per block
-    widened = patterns.float().clamp(min=0).double()
-    assert torch.equal(sums[0], torch.where(torch.isnan(widened), 0, widened))  # the kernel maps NaN to 0
+    """Each 16-bit pattern (subnormals, inf and NaN included) alone in a block of 8, so the vectorised loop reads
+    it: as p (w = p), and as q under p = 0 (w = -q, which shows the negative half)."""
+    patterns = torch.arange(2**16, dtype=torch.int32).to(torch.int16).view(dtype)
+    spread = torch.zeros(2**16 * 8, dtype=dtype)
+    spread[::8] = patterns
+    target = spread.reshape(1, 1, -1).expand(1, 2, -1).contiguous()
+    zero_target = torch.zeros_like(target)
+    draft = spread.reshape(1, 1, -1).contiguous()
+    no_row, row = torch.tensor([-1]), torch.tensor([0])
+    widened = patterns.double()
+    as_p = kernels.block_sums(target, None, row, no_row, no_row, block=8)[0]
+    as_q = kernels.block_sums(zero_target, draft, row, row, no_row, block=8)[0]
+    assert torch.equal(as_p, torch.where(widened > 0, widened, 0))  # NaN -> 0, negatives -> 0
+    assert torch.equal(as_q, torch.where(-widened > 0, -widened, 0))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
@@ -76,12 +85,10 @@ def test_block_sums_equal_torch_within_rounding(compiled, dtype, vocab_size, poi
     # fp32 sums of <= 256 terms in either order: a few ulps of the block's mass
     assert torch.allclose(sums, expected, rtol=1e-5, atol=1e-12)
     assert bool((sums >= 0).all())
-    threads = torch.get_num_threads()
-    try:
-        torch.set_num_threads(1)
-        assert torch.equal(kernels.block_sums(*args), sums)  # rows are independent of the thread split
-    finally:
-        torch.set_num_threads(threads)
+    rows = kernels.flat_rows(final.target_probs, final.target_row, final.draft_row)
+    for threads in (1, 2, 3, 36, 37, 38, 200):  # each row's sums do not depend on how rows are split
+        split = cpu_kernel.block_sums(final.target_probs, final.draft_probs, *rows, final.removed, BLOCK, threads)
+        assert torch.equal(split, sums)
 
 
 def test_placeholder_draft_rows_are_never_read(compiled):
@@ -108,9 +115,14 @@ def test_engine_draws_the_same_tokens_with_and_without_the_kernel(compiled, monk
     num_draft = torch.randint(0, gamma + 1, (batch,), generator=gen)
     uniforms = torch.rand(batch, gamma + 1, generator=gen)
     args = (target, None if point_mass else draft, tokens)
+    calls = []
+    kernel = cpu_kernel.block_sums
+    monkeypatch.setattr(cpu_kernel, "block_sums", lambda *a, **k: calls.append(1) or kernel(*a, **k))
     with_kernel = batched.verify(*args, num_draft=num_draft, uniforms=uniforms)
+    assert calls == [1]  # the kernel did run
     monkeypatch.setattr(kernels, "ENABLED", False)
     assert torch.equal(batched.verify(*args, num_draft=num_draft, uniforms=uniforms), with_kernel)
+    assert calls == [1]
 
 
 def test_inputs_the_kernel_does_not_take_fall_back_to_torch(compiled):
@@ -152,6 +164,10 @@ def test_a_failed_compile_says_why(monkeypatch, tmp_path):
 
 
 def test_disabled_by_the_environment_switch(torch_path):
+    code = "import specref.kernels as k; print(k.status())"
+    env = {**os.environ, "SPECREF_KERNELS": "0"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert result.stdout.startswith("disabled"), result.stdout + result.stderr
     assert kernels.status().startswith("disabled")
     target = torch.full((1, 2, 4), 0.25)
     assert kernels.block_sums(target, None, torch.tensor([0]), torch.tensor([-1]), torch.tensor([-1]), BLOCK) is None
@@ -162,6 +178,7 @@ def _triton_interpreter_check():
     from specref.kernels import cuda as cuda_kernel
 
     assert cuda_kernel.status().startswith("triton"), cuda_kernel.status()
+    assert cuda_kernel._self_check(torch.device("cpu")) == ""  # what status(device) runs once per GPU
     gen = torch.Generator().manual_seed(5)
     for dtype in kernels.DTYPES:
         for point_mass in (False, True):
@@ -179,6 +196,10 @@ def _triton_interpreter_check():
     expected = batched.verify(target, draft, tokens, uniforms=uniforms)
     kernels._backend = lambda device: cuda_kernel
     assert torch.equal(batched.verify(target, draft, tokens, uniforms=uniforms), expected)
+    # A kernel that computes wrong sums fails the self-check, which says how.
+    right = cuda_kernel.block_sums
+    cuda_kernel.block_sums = lambda *args: right(*args) * 1.01
+    assert cuda_kernel._self_check(torch.device("cpu")).startswith("sums ")
 
 
 def test_triton_kernel_under_the_interpreter():

@@ -8,8 +8,8 @@ kernel reads the two rows once and writes only the [B, V / BLOCK] sums:
   * CUDA: a Triton kernel (`specref.kernels.cuda`), where Triton is importable.
 
 `block_sums` returns None wherever no kernel applies (disabled, no compiler, no Triton, float64, inputs that are
-not contiguous) and the caller uses torch operations instead; `status(device)` says which path runs. Only the order
-of summation inside a block differs between the paths, and the tests run all of them.
+not contiguous) and the caller uses torch operations instead; `status(device)` says which path runs. On validated
+inputs only the order of summation inside a block differs between the paths, and the tests run all of them.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import os
 
 import torch
 
-__all__ = ["block_sums", "status", "ENABLED", "DTYPES"]
+__all__ = ["block_sums", "flat_rows", "status", "ENABLED", "DTYPES"]
 
 #: Set to False (or SPECREF_KERNELS=0 in the environment) to use torch operations everywhere.
 ENABLED = os.environ.get("SPECREF_KERNELS", "1") != "0"
@@ -44,14 +44,17 @@ def block_sums(
     if backend is None:
         return None
     flat_target_row, flat_draft_row = flat_rows(target_probs, target_row, draft_row)
-    return backend.block_sums(target_probs, draft_probs, flat_target_row, flat_draft_row, removed.long(), block)
+    removed = removed.to(target_probs.device, torch.int64).contiguous()  # the kernels read it with stride 1
+    return backend.block_sums(target_probs, draft_probs, flat_target_row, flat_draft_row, removed, block)
 
 
 def flat_rows(target_probs, target_row, draft_row) -> tuple[torch.Tensor, torch.Tensor]:
     """The rows as indices into target_probs viewed as [B*(g+1), V] and draft_probs as [B*g, V] (-1 kept)."""
     batch, rows, _ = target_probs.shape
-    batch_index = torch.arange(batch, device=target_probs.device)
-    flat_target_row = (batch_index * rows + target_row).long().contiguous()
+    device = target_probs.device
+    batch_index = torch.arange(batch, device=device)
+    flat_target_row = (batch_index * rows + target_row.to(device)).long().contiguous()
+    draft_row = draft_row.to(device)
     flat_draft_row = torch.where(draft_row >= 0, batch_index * (rows - 1) + draft_row, -1).long().contiguous()
     return flat_target_row, flat_draft_row
 
@@ -68,7 +71,7 @@ def status(device: str | torch.device = "cpu") -> str:
     if device.type == "cuda":
         from . import cuda
 
-        return cuda.status()
+        return cuda.status(device)
     return f"unavailable: no kernel for device type {device.type!r}"
 
 
@@ -80,5 +83,5 @@ def _backend(device: torch.device):
     if device.type == "cuda":
         from . import cuda
 
-        return cuda if cuda.status().startswith("triton") else None
+        return cuda if cuda.status(device).startswith("triton") else None
     return None

@@ -5,7 +5,8 @@
  *   out[b, m] = sum over j in block m of  w_j,   w_j = max(0, p_j - q_j)  (p_j without a draft row),
  *
  * and w_j = 0 at j = removed[b] (point-mass drafts; none when < 0). Each difference is the fp32 difference of the
- * inputs widened to fp32, as torch computes it; the block sums accumulate in double. Each input row is read once,
+ * inputs widened to fp32, as torch computes it; a block accumulates in 8 fp32 lanes, combined in double. NaN
+ * weights count as 0 (torch's clamp would keep them; validated inputs have none). Each input row is read once and
  * nothing of size V is written: the least memory traffic a verifier can have. Rows are split across threads. */
 
 #include <pthread.h>
@@ -39,38 +40,38 @@ static inline float from_f16(uint16_t h) {
 #define LOAD_F32(row, j) (((const float *)(row))[j])
 #define LOAD_BF16(row, j) from_bf16(((const uint16_t *)(row))[j])
 #define LOAD_F16(row, j) from_f16(((const uint16_t *)(row))[j])
-#define CLAMPED(x) ((x) > 0.0f ? (x) : 0.0f) /* NaN -> 0, like the threshold test that follows */
+static inline float clamped(float w) { return w > 0.0f ? w : 0.0f; } /* also NaN -> 0 */
 
 /* One row: the block sums of w over [0, vocab), skipping index `removed`. */
-#define DEFINE_ROW(NAME, LOAD)                                                                                   \
-    static void NAME(const void *p, const void *q, int64_t removed, int64_t vocab, int64_t block, double *out) { \
-        for (int64_t start = 0, m = 0; start < vocab; start += block, m++) {                                    \
-            int64_t stop = start + block < vocab ? start + block : vocab, j = start;                             \
-            float lane[LANES] = {0};                                                                            \
-            if (removed >= start && removed < stop) { /* the one block with a hole: plain loop */                \
-                for (; j < stop; j++) {                                                                          \
-                    float w = q ? LOAD(p, j) - LOAD(q, j) : LOAD(p, j);                                          \
-                    lane[0] += j == removed ? 0.0f : CLAMPED(w);                                                  \
-                }                                                                                                \
-            } else if (q) {                                                                                      \
-                for (; j + LANES <= stop; j += LANES)                                                            \
-                    for (int k = 0; k < LANES; k++) {                                                            \
-                        float w = LOAD(p, j + k) - LOAD(q, j + k);                                               \
-                        lane[k] += CLAMPED(w);                                                                   \
-                    }                                                                                            \
-                for (; j < stop; j++) {                                                                          \
-                    float w = LOAD(p, j) - LOAD(q, j);                                                           \
-                    lane[0] += CLAMPED(w);                                                                       \
-                }                                                                                                \
-            } else {                                                                                             \
-                for (; j + LANES <= stop; j += LANES)                                                            \
-                    for (int k = 0; k < LANES; k++) lane[k] += CLAMPED(LOAD(p, j + k));                          \
-                for (; j < stop; j++) lane[0] += CLAMPED(LOAD(p, j));                                            \
-            }                                                                                                    \
-            double total = 0.0;                                                                                  \
-            for (int k = 0; k < LANES; k++) total += lane[k];                                                    \
-            out[m] = total;                                                                                      \
-        }                                                                                                        \
+#define DEFINE_ROW(NAME, LOAD)                                                                                       \
+    static void NAME(const void *p, const void *q, int64_t removed, int64_t vocab, int64_t block, double *out) {     \
+        for (int64_t start = 0, m = 0; start < vocab; start += block, m++) {                                         \
+            int64_t stop = start + block < vocab ? start + block : vocab, j = start;                                 \
+            float lane[LANES] = {0};                                                                                 \
+            if (removed >= start && removed < stop) { /* the one block with a hole: plain loop */                    \
+                for (; j < stop; j++) {                                                                              \
+                    float w = q ? LOAD(p, j) - LOAD(q, j) : LOAD(p, j);                                              \
+                    lane[0] += j == removed ? 0.0f : clamped(w);                                                     \
+                }                                                                                                    \
+            } else if (q) {                                                                                          \
+                for (; j + LANES <= stop; j += LANES)                                                                \
+                    for (int k = 0; k < LANES; k++) {                                                                \
+                        float w = LOAD(p, j + k) - LOAD(q, j + k);                                                   \
+                        lane[k] += clamped(w);                                                                       \
+                    }                                                                                                \
+                for (; j < stop; j++) {                                                                              \
+                    float w = LOAD(p, j) - LOAD(q, j);                                                               \
+                    lane[0] += clamped(w);                                                                           \
+                }                                                                                                    \
+            } else {                                                                                                 \
+                for (; j + LANES <= stop; j += LANES)                                                                \
+                    for (int k = 0; k < LANES; k++) lane[k] += clamped(LOAD(p, j + k));                              \
+                for (; j < stop; j++) lane[0] += clamped(LOAD(p, j));                                                \
+            }                                                                                                        \
+            double total = 0.0;                                                                                      \
+            for (int k = 0; k < LANES; k++) total += lane[k];                                                        \
+            out[m] = total;                                                                                          \
+        }                                                                                                            \
     }
 
 DEFINE_ROW(row_f32, LOAD_F32)

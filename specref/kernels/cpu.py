@@ -4,9 +4,10 @@ It reads each input row once and writes only the [B, V / BLOCK] sums, with the r
 torch.get_num_threads() threads. At B = 64, g = 4, V = 32000 fp32 on one thread it takes about the memory floor's
 time, where the torch operations take about 2.3x longer.
 
-The compiler is $CC, else Python's, else `cc`; the library goes to $SPECREF_CACHE/kernels (default
-~/.cache/specref/kernels), keyed by the source, compiler, flags and machine, so installing specref compiles
-nothing. Without a compiler `block_sums` returns None and `status()` says why.
+The compiler is $CC, else the first found of Python's, `cc`, `gcc`, `clang`; the library goes to
+$SPECREF_CACHE/kernels (default ~/.cache/specref/kernels; a private temporary directory when neither can be
+created), keyed by the source, compiler, flags and machine, so installing specref compiles nothing. Without a
+compiler `block_sums` returns None and `status()` says why.
 """
 
 from __future__ import annotations
@@ -42,13 +43,16 @@ def block_sums(
     flat_draft_row: torch.Tensor,  # [B] int64 rows of draft_probs viewed as [B*g, V]; -1: none
     removed: torch.Tensor,  # [B] int64; -1: none
     block: int,
+    threads: int | None = None,
 ) -> torch.Tensor | None:
-    """[B, ceil(V / block)] float64 block sums, or None without a compiled kernel. Inputs as `specref.kernels`."""
+    """[B, ceil(V / block)] float64 block sums, or None without a compiled kernel. Inputs as `specref.kernels`;
+    `threads` defaults to torch's thread count (one thread for small inputs)."""
     function = _load()
     if function is None:
         return None
     batch, _, vocab_size = target_probs.shape
-    threads = torch.get_num_threads() if batch * vocab_size >= PARALLEL_MIN_ELEMENTS else 1
+    if threads is None:
+        threads = torch.get_num_threads() if batch * vocab_size >= PARALLEL_MIN_ELEMENTS else 1
     out = torch.empty(batch, -(-vocab_size // block), dtype=torch.float64)
     error = function(
         target_probs.data_ptr(), None if draft_probs is None else draft_probs.data_ptr(),
@@ -86,12 +90,12 @@ def _load():
 
 def _compile() -> Path:
     """The shared library for this source, compiler and machine, built once into the cache (atomically)."""
-    compiler = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
-    if not compiler or shutil.which(compiler[0]) is None:
-        raise RuntimeError(f"no C compiler: {compiler[:1] or 'CC'} not found on PATH")
+    compiler = _compiler()
     source = SOURCE.read_text()
     key = hashlib.sha256("\0".join([source, *compiler, *FLAGS, platform.machine()]).encode()).hexdigest()[:16]
     directory = _cache_dir()
+    if directory is None:  # no cache to be had: a private directory of this process, built anew
+        directory = Path(tempfile.mkdtemp(prefix="specref-kernels-"))
     path = directory / f"block_sums-{key}.so"
     if path.exists():
         return path
@@ -105,13 +109,25 @@ def _compile() -> Path:
     return path
 
 
-def _cache_dir() -> Path:
-    root = os.environ.get("SPECREF_CACHE")
-    directory = Path(root) / "kernels" if root else Path.home() / ".cache" / "specref" / "kernels"
+def _compiler() -> list[str]:
+    """$CC when set (and then only it); else the first found of Python's compiler, cc, gcc, clang."""
+    if os.environ.get("CC"):
+        candidates = [os.environ["CC"]]
+    else:
+        candidates = [sysconfig.get_config_var("CC") or "", "cc", "gcc", "clang"]
+    for candidate in candidates:
+        command = shlex.split(candidate)
+        if command and shutil.which(command[0]):
+            return command
+    raise RuntimeError(f"no C compiler: none of {[c for c in candidates if c]} found on PATH")
+
+
+def _cache_dir() -> Path | None:
+    """$SPECREF_CACHE/kernels, else ~/.cache/specref/kernels; None when it cannot be created."""
     try:
+        root = os.environ.get("SPECREF_CACHE")
+        directory = Path(root) / "kernels" if root else Path.home() / ".cache" / "specref" / "kernels"
         directory.mkdir(parents=True, exist_ok=True)
         return directory
-    except OSError:
-        fallback = Path(tempfile.gettempdir()) / f"specref-kernels-{os.getuid() if hasattr(os, 'getuid') else 0}"
-        fallback.mkdir(exist_ok=True)
-        return fallback
+    except (OSError, RuntimeError):  # RuntimeError: no home directory
+        return None

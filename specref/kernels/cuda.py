@@ -11,10 +11,13 @@ the tests check it on machines without a GPU.
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 #: Blocks of BLOCK tokens per program: 4 x 256 fp32 is 4 KiB of each input row per program.
 GROUP = 4
+_SELF_CHECKS: dict[str, str] = {}  # device -> '' (passed) or what failed
 
 try:
     import triton
@@ -49,20 +52,62 @@ else:
 
 def block_sums(target_probs, draft_probs, flat_target_row, flat_draft_row, removed, block: int) -> torch.Tensor:
     """[B, ceil(V / block)] float64 block sums. Inputs as `specref.kernels.cpu.block_sums`."""
+    if block & (block - 1):
+        raise ValueError(f"block={block} must be a power of two for Triton")
     batch, _, vocab_size = target_probs.shape
     num_blocks = -(-vocab_size // block)
     out = torch.empty(batch, num_blocks, dtype=torch.float64, device=target_probs.device)
     has_draft = draft_probs is not None
     grid = (batch, triton.cdiv(num_blocks, GROUP))
-    _block_sums_kernel[grid](
-        target_probs, draft_probs if has_draft else target_probs, flat_target_row, flat_draft_row, removed, out,
-        vocab_size, num_blocks, HAS_DRAFT=has_draft, BLOCK=block, GROUP=GROUP, num_warps=4,
-    )  # fmt: skip
+    with torch.cuda.device(target_probs.device) if target_probs.is_cuda else contextlib.nullcontext():
+        _block_sums_kernel[grid](  # Triton launches on the current device: make it the tensors' one
+            target_probs, draft_probs if has_draft else target_probs, flat_target_row, flat_draft_row, removed, out,
+            vocab_size, num_blocks, HAS_DRAFT=has_draft, BLOCK=block, GROUP=GROUP, num_warps=4,
+        )  # fmt: skip
     return out
 
 
-def status() -> str:
-    """'triton: <version>' or 'unavailable: <why>'."""
+def status(device: torch.device | None = None) -> str:
+    """'triton: <version>' or 'unavailable: <why>'. With a CUDA device, the kernel must first pass a self-check
+    there (once per device): a Triton that imports but cannot build or launch, or a kernel that computes wrong
+    sums on that GPU, leaves the engine on torch operations instead of failing its calls."""
     if triton is None:
         return f"unavailable: Triton is not importable ({_IMPORT_ERROR})"
+    if device is not None:
+        device = torch.device(device)
+        key = str(device if device.index is not None else torch.device("cuda", torch.cuda.current_device()))
+        if key not in _SELF_CHECKS:
+            _SELF_CHECKS[key] = _self_check(torch.device(key))
+        if _SELF_CHECKS[key]:
+            return f"unavailable: the Triton kernel failed its self-check on {key}: {_SELF_CHECKS[key]}"
     return f"triton: {triton.__version__}"
+
+
+def _self_check(device: torch.device) -> str:
+    """'' when the kernel's sums on a small batch (draft rows, no draft row, a removed token, a short last block)
+    match torch's on `device`; else what went wrong."""
+    try:
+        gen = torch.Generator(device=device).manual_seed(0)
+        target = torch.rand(3, 2, 300, generator=gen, device=device)
+        draft = torch.rand(3, 1, 300, generator=gen, device=device)
+        flat_target_row = torch.tensor([0, 3, 4], device=device)  # rows p_1, p_2, p_1
+        flat_draft_row = torch.tensor([0, -1, 2], device=device)
+        removed = torch.tensor([-1, 7, 299], device=device)
+        out = {
+            has_draft: block_sums(target, draft if has_draft else None, flat_target_row, flat_draft_row, removed, 256)
+            for has_draft in (True, False)
+        }
+        flat_target, flat_draft = target.view(-1, 300), draft.view(-1, 300)
+        columns = torch.arange(300, device=device)
+        for has_draft, sums in out.items():
+            weights = flat_target[flat_target_row].double()  # [3, 300]
+            if has_draft:
+                draft_rows = flat_draft[flat_draft_row.clamp(min=0)].double()
+                weights = torch.where(flat_draft_row[:, None] >= 0, weights - draft_rows, weights)
+            weights = torch.where(columns == removed[:, None], 0.0, weights.clamp(min=0))
+            expected = torch.stack([weights[:, :256].sum(1), weights[:, 256:].sum(1)], 1)
+            if not torch.allclose(sums, expected, rtol=1e-5, atol=1e-9):
+                return f"sums {sums.tolist()} != expected {expected.tolist()} (draft rows: {has_draft})"
+    except Exception as error:  # noqa: BLE001 - any failure means "do not use the kernel here"
+        return f"{type(error).__name__}: {error}"
+    return ""
