@@ -9,20 +9,22 @@ same uniforms it emits the same tokens as `specref.reference`, token for token, 
     cumsum(w)_j > u_g * cumsum(w)_{V-1}; if rounding leaves none, the last j with w_j > 0;
   * an empty residual (numerically all zero) is replaced by the target row p itself.
 
-Precision. float64 inputs run in float64 with the reference's own IEEE operations. fp32, fp16 and bf16 inputs
-run in fp32, and the final draw is a two-level inverse CDF (`specref.batched_draw`): the convention up to a
-relative error of a few 1e-7 on each block's mass, far below what any law check can see.
+Precision. float64 inputs run in float64 with the reference's own IEEE operations (on CUDA the cumsum is a
+parallel scan, equal up to ties within rounding). fp32, fp16 and bf16 inputs run in fp32, and the final draw is a
+two-level inverse CDF (`specref.batched_draw`): the convention up to a relative error of a few 1e-7 on each
+block's mass, far below what any law check can see.
 
 Cost. No Python loop over B or g, and no [B, g, V] temporary: the accept ratios are gathered at the drafted tokens
 ([B, g]); each row then reads one target row and one draft row ([B, V]) at its first rejection, or one target row
-(p_{g+1}) when every draft is accepted. On CPU a compiled kernel (`specref.kernels`) reads those rows once; without
-it, torch operations copy and combine them.
+(p_{g+1}) when every draft is accepted. A fused kernel (`specref.kernels`: C on CPU, Triton on CUDA) reads those
+rows once; without one, torch operations copy and combine them.
 
 Randomness. With a generator, the uniforms are one torch.rand draw of shape [B, g+1] (see `draw_uniforms`), so a
 row's uniforms depend on its index in the batch. With injected uniforms a row's result depends on that row alone.
 
 Syncs. `validate=False` skips every data check. One host sync remains on accelerators: a `.any()` deciding whether
 the rare slow path runs (a residual that is numerically empty, or a threshold that rounds up to the row total).
+The first call on each CUDA device also runs the Triton kernel's one-off self-check (`specref.kernels.cuda`).
 """
 
 from __future__ import annotations

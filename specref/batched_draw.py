@@ -34,7 +34,8 @@ _WORKSPACE = threading.local()
 
 
 class FinalRows(NamedTuple):
-    """Where each batch row's final weights come from. Rows of -1 mean "none"."""
+    """Where each batch row's final weights come from: w = max(0, p - q) (p alone without a draft row), then w = 0
+    at the removed token. Rows of -1 mean "none"."""
 
     target_probs: torch.Tensor  # [B, g+1, V]
     draft_probs: torch.Tensor | None  # [B, g, V]
@@ -61,41 +62,41 @@ def final_draw(final: FinalRows, u: torch.Tensor, dtype: torch.dtype) -> torch.T
 def full_weights(final: FinalRows, dtype: torch.dtype) -> torch.Tensor:
     """[B, V] weights in the compute dtype, in per-thread scratch (valid until the next call on this thread)."""
     batch_index = torch.arange(final.target_probs.shape[0], device=final.target_probs.device)
-    target_rows = _select_rows(final.target_probs, batch_index, final.target_row, "target", dtype)  # [B, V]
-    if final.draft_probs is None:
-        has_removed = final.removed[:, None] >= 0
-        removed = final.removed.clamp(min=0)[:, None]  # [B, 1]
-        kept = torch.where(has_removed, 0, target_rows.gather(1, removed))
-        return target_rows.scatter_(1, removed, kept)
-    draft_rows = _select_rows(final.draft_probs, batch_index, final.draft_row.clamp(min=0), "draft", dtype)
-    # Rows with nothing to subtract may have selected a placeholder draft row (past num_draft) holding anything,
-    # NaN included: zero them (0 * NaN would still be NaN), so that p - q = p exactly there.
-    no_draft = final.draft_row < 0
-    if draft_rows.device.type == "cpu":  # only the rows concerned: a masked pass over all rows costs ~40% of a call
-        draft_rows.index_fill_(0, no_draft.nonzero().squeeze(1), 0)
-    else:  # no host sync on accelerators
-        draft_rows.masked_fill_(no_draft[:, None], 0)
-    return torch.sub(target_rows, draft_rows, out=draft_rows).clamp_(min=0)
+    weights = _select_rows(final.target_probs, batch_index, final.target_row, "target", dtype)  # [B, V]
+    if final.draft_probs is not None:
+        draft_rows = _select_rows(final.draft_probs, batch_index, final.draft_row.clamp(min=0), "draft", dtype)
+        # Rows with nothing to subtract may have selected a placeholder draft row (past num_draft) holding
+        # anything, NaN included: zero them (0 * NaN would still be NaN), so that p - q = p exactly there.
+        no_draft = final.draft_row < 0
+        if draft_rows.device.type == "cpu":  # only the rows concerned: a masked pass over all rows cost ~40%
+            draft_rows.index_fill_(0, no_draft.nonzero().squeeze(1), 0)
+        else:  # no host sync on accelerators
+            draft_rows.masked_fill_(no_draft[:, None], 0)
+        weights = torch.sub(weights, draft_rows, out=draft_rows)
+    weights.clamp_(min=0)
+    removed = final.removed.clamp(min=0)[:, None]  # [B, 1]
+    kept = torch.where(final.removed[:, None] >= 0, 0, weights.gather(1, removed))
+    return weights.scatter_(1, removed, kept)
 
 
 def weights_at(final: FinalRows, rows: torch.Tensor, columns: torch.Tensor | None, dtype: torch.dtype):
-    """[R, C] weights of batch rows `rows` [R] at `columns` [R, C] (None: every column), from the inputs."""
+    """[R, C] weights of batch rows `rows` [R] at `columns` [R, C] (None: every column), from the inputs: the same
+    numbers as `full_weights` there."""
     target_row, every_column = final.target_row[rows], columns is None
     if every_column:
-        target = final.target_probs[rows, target_row].to(dtype)  # [R, V]
-        columns = torch.arange(target.shape[1], device=target.device)[None]
+        weights = final.target_probs[rows, target_row].to(dtype)  # [R, V]
+        columns = torch.arange(weights.shape[1], device=weights.device)[None]
     else:
-        target = final.target_probs[rows[:, None], target_row[:, None], columns].to(dtype)  # [R, C]
-    if final.draft_probs is None:
-        return torch.where(columns == final.removed[rows, None], 0, target)
-    draft_row = final.draft_row[rows]
-    has_draft = draft_row[:, None] >= 0
-    draft_index = draft_row.clamp(min=0)
-    if every_column:
-        draft = final.draft_probs[rows, draft_index].to(dtype)
-    else:
-        draft = final.draft_probs[rows[:, None], draft_index[:, None], columns].to(dtype)
-    return torch.where(has_draft, (target - draft).clamp_(min=0), target)  # NaN in an unused draft row is discarded
+        weights = final.target_probs[rows[:, None], target_row[:, None], columns].to(dtype)  # [R, C]
+    if final.draft_probs is not None:
+        draft_row = final.draft_row[rows]
+        draft_index = draft_row.clamp(min=0)
+        if every_column:
+            draft = final.draft_probs[rows, draft_index].to(dtype)
+        else:
+            draft = final.draft_probs[rows[:, None], draft_index[:, None], columns].to(dtype)
+        weights = torch.where(draft_row[:, None] >= 0, weights - draft, weights)  # NaN in an unused row: discarded
+    return torch.where(columns == final.removed[rows, None], 0, weights.clamp_(min=0))
 
 
 def _select_rows(probs, batch_index, row, slot: str, dtype: torch.dtype) -> torch.Tensor:
