@@ -12,33 +12,13 @@ import itertools
 
 import pytest
 import torch
+from final_rows import final_rows
 
 from specref import batched, batched_draw, kernels
-from specref.batched_draw import FinalRows
 
 pytestmark = pytest.mark.exact
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-
-
-def _final_rows(gen, batch, gamma, vocab_size, dtype, point_mass, expanded=False, poison=False):
-    """Random rows; `expanded`: one row broadcast over the batch; `poison`: NaN in every draft row not used."""
-    rows = 1 if expanded else batch
-    target = torch.rand(rows, gamma + 1, vocab_size, generator=gen, dtype=torch.float64) ** 3
-    draft = torch.rand(rows, gamma, vocab_size, generator=gen, dtype=torch.float64) ** 3
-    target[torch.rand(target.shape, generator=gen) < 0.3] = 0
-    target, draft = (x.to(dtype) for x in (target, draft))
-    if expanded:
-        target, draft = target.expand(batch, -1, -1), draft.expand(batch, -1, -1)
-    target_row = torch.randint(0, gamma + 1, (batch,), generator=gen)
-    has_draft = (target_row < gamma) & (torch.rand(batch, generator=gen) < 0.7)
-    draft_row = torch.where(has_draft & (not point_mass), target_row, -1)
-    removed = torch.where(has_draft & point_mass, torch.randint(0, vocab_size, (batch,), generator=gen), -1)
-    if poison and not expanded:
-        draft = draft.clone()
-        unused = torch.arange(gamma)[None, :] != draft_row[:, None]  # [B, g]
-        draft[unused] = float("nan")
-    return FinalRows(target, None if point_mass else draft, target_row, draft_row, removed)
 
 
 CASES = list(itertools.product([1, 7, 256, 300], DTYPES, [False, True], [False, True], [1, 5]))
@@ -47,7 +27,7 @@ CASES = list(itertools.product([1, 7, 256, 300], DTYPES, [False, True], [False, 
 @pytest.mark.parametrize("vocab_size, dtype, point_mass, expanded, num_rows", CASES)
 def test_weights_at_equals_full_weights(vocab_size, dtype, point_mass, expanded, num_rows):
     gen = torch.Generator().manual_seed(vocab_size * 7 + num_rows)
-    final = _final_rows(gen, 12, 3, vocab_size, dtype, point_mass, expanded, poison=True)
+    final = final_rows(gen, 12, 3, vocab_size, dtype, point_mass, expanded, poison=True)
     compute = torch.float64 if dtype == torch.float64 else torch.float32
     full = batched_draw.full_weights(final, compute).clone()
     assert not bool(torch.isnan(full).any())  # unused draft rows are never read
@@ -68,7 +48,7 @@ def test_two_level_draw_equals_an_exact_scan(monkeypatch, kernel, dtype, vocab_s
     block boundary, which these seeded 512 rows avoid."""
     monkeypatch.setattr(kernels, "ENABLED", kernel)
     gen = torch.Generator().manual_seed(vocab_size)
-    final = _final_rows(gen, 512, 3, vocab_size, dtype, point_mass)
+    final = final_rows(gen, 512, 3, vocab_size, dtype, point_mass)
     u = torch.rand(512, generator=gen)
     got = batched_draw.final_draw(final, u, torch.float32)
     expected = batched_draw._inverse_cdf_exact(batched_draw.full_weights(final, torch.float32).clone(), u)

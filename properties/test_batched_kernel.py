@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from final_rows import final_rows, random_rows
 
 from specref import batched, batched_draw, kernels
-from specref.batched_draw import BLOCK, FinalRows
+from specref.batched_draw import BLOCK
 from specref.kernels import cpu as cpu_kernel
 
 pytestmark = pytest.mark.exact
@@ -34,24 +35,6 @@ def compiled():
 @pytest.fixture
 def torch_path(monkeypatch):
     monkeypatch.setattr(kernels, "ENABLED", False)
-
-
-def _rows(gen, shape, dtype, zeros=0.3):
-    work = torch.float64 if dtype == torch.float64 else torch.float32
-    rows = torch.rand(shape, generator=gen, dtype=work) ** 3
-    rows[torch.rand(shape, generator=gen) < zeros] = 0
-    rows[..., 0] += 1e-3
-    return (rows / rows.sum(-1, keepdim=True)).to(dtype)
-
-
-def _final_rows(gen, batch, gamma, vocab_size, dtype, point_mass):
-    target = _rows(gen, (batch, gamma + 1, vocab_size), dtype)
-    draft = None if point_mass else _rows(gen, (batch, gamma, vocab_size), dtype)
-    target_row = torch.randint(0, gamma + 1, (batch,), generator=gen)
-    has_draft = (target_row < gamma) & (torch.rand(batch, generator=gen) < 0.8)
-    draft_row = torch.where(has_draft & (draft is not None), target_row, -1)
-    removed = torch.where(has_draft & point_mass, torch.randint(0, vocab_size, (batch,), generator=gen), -1)
-    return FinalRows(target, draft, target_row, draft_row, removed)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -77,7 +60,7 @@ def test_half_precision_widening_is_exact_for_every_bit_pattern(compiled, dtype)
 @pytest.mark.parametrize("point_mass", [False, True])
 def test_block_sums_equal_torch_within_rounding(compiled, dtype, vocab_size, point_mass):
     gen = torch.Generator().manual_seed(vocab_size)
-    final = _final_rows(gen, 37, 3, vocab_size, dtype, point_mass)
+    final = final_rows(gen, 37, 3, vocab_size, dtype, point_mass)
     args = (final.target_probs, final.draft_probs, final.target_row, final.draft_row, final.removed, BLOCK)
     sums = kernels.block_sums(*args)
     expected = batched_draw._block_sums(batched_draw.full_weights(final, torch.float32)).double()
@@ -93,7 +76,7 @@ def test_block_sums_equal_torch_within_rounding(compiled, dtype, vocab_size, poi
 
 def test_placeholder_draft_rows_are_never_read(compiled):
     gen = torch.Generator().manual_seed(0)
-    final = _final_rows(gen, 16, 2, 500, torch.float32, point_mass=False)
+    final = final_rows(gen, 16, 2, 500, torch.float32, point_mass=False)
     poisoned = final.draft_probs.clone()
     unused = torch.ones(16, 2, dtype=torch.bool)
     unused[final.draft_row >= 0, final.draft_row[final.draft_row >= 0]] = False
@@ -109,8 +92,8 @@ def test_engine_draws_the_same_tokens_with_and_without_the_kernel(compiled, monk
     1e-7 of a block boundary: these seeded 4096 rows have none (a difference is a bug, not chance)."""
     gen = torch.Generator().manual_seed(11)
     batch, gamma, vocab_size = 4096, 3, 3000
-    target = _rows(gen, (batch, gamma + 1, vocab_size), dtype)
-    draft = _rows(gen, (batch, gamma, vocab_size), dtype)
+    target = random_rows(gen, (batch, gamma + 1, vocab_size), dtype)
+    draft = random_rows(gen, (batch, gamma, vocab_size), dtype)
     tokens = torch.multinomial(draft.view(-1, vocab_size).float(), 1, generator=gen).view(batch, gamma)
     num_draft = torch.randint(0, gamma + 1, (batch,), generator=gen)
     uniforms = torch.rand(batch, gamma + 1, generator=gen)
@@ -127,7 +110,7 @@ def test_engine_draws_the_same_tokens_with_and_without_the_kernel(compiled, monk
 
 def test_inputs_the_kernel_does_not_take_fall_back_to_torch(compiled):
     gen = torch.Generator().manual_seed(2)
-    final = _final_rows(gen, 4, 2, 300, torch.float32, point_mass=False)
+    final = final_rows(gen, 4, 2, 300, torch.float32, point_mass=False)
     rest = (final.target_row, final.draft_row, final.removed, BLOCK)
     assert kernels.block_sums(final.target_probs.double(), final.draft_probs.double(), *rest) is None
     assert kernels.block_sums(final.target_probs.transpose(0, 1).contiguous().transpose(0, 1),
@@ -142,7 +125,7 @@ def test_without_a_compiler_the_engine_uses_torch(monkeypatch, tmp_path):
     monkeypatch.setattr(cpu_kernel, "_loaded", {})
     assert kernels.status().startswith("unavailable: no C compiler")
     gen = torch.Generator().manual_seed(3)
-    final = _final_rows(gen, 8, 2, 300, torch.float32, point_mass=False)
+    final = final_rows(gen, 8, 2, 300, torch.float32, point_mass=False)
     assert kernels.block_sums(final.target_probs, final.draft_probs, *final[2:], BLOCK) is None
     tokens = torch.zeros(8, 2, dtype=torch.long)
     out = batched.verify(
@@ -183,14 +166,14 @@ def _triton_interpreter_check():
     for dtype in kernels.DTYPES:
         for point_mass in (False, True):
             for vocab_size in (7, 300, 1000):
-                final = _final_rows(gen, 9, 3, vocab_size, dtype, point_mass)
+                final = final_rows(gen, 9, 3, vocab_size, dtype, point_mass)
                 rows = kernels.flat_rows(final.target_probs, final.target_row, final.draft_row)
                 sums = cuda_kernel.block_sums(final.target_probs, final.draft_probs, *rows, final.removed, BLOCK)
                 expected = batched_draw._block_sums(batched_draw.full_weights(final, torch.float32)).double()
                 assert torch.allclose(sums, expected, rtol=1e-5, atol=1e-12), (dtype, point_mass, vocab_size)
     # The engine with the Triton kernel standing in for the C kernel: the same tokens.
-    target = _rows(gen, (64, 3, 700), torch.float32)
-    draft = _rows(gen, (64, 2, 700), torch.float32)
+    target = random_rows(gen, (64, 3, 700), torch.float32)
+    draft = random_rows(gen, (64, 2, 700), torch.float32)
     tokens = torch.multinomial(draft.view(-1, 700), 1, generator=gen).view(64, 2)
     uniforms = torch.rand(64, 3, generator=gen)
     expected = batched.verify(target, draft, tokens, uniforms=uniforms)

@@ -84,12 +84,11 @@ def verify(
     # The final draw (one per row): from max(0, p_{k+1} - q_{k+1}) at the first rejection k, or from the bonus row
     # p_{k+1} after k = num_draft accepts; a rejected point-mass draft leaves p_{k+1} without its token.
     no_row = torch.full_like(num_accepted, -1)
-    draft_row = torch.where(rejected, num_accepted, -1) if draft_probs is not None else no_row
     if draft_probs is None:
         last_draft = safe_tokens.gather(1, num_accepted.clamp(max=gamma - 1)[:, None])[:, 0]
-        removed = torch.where(rejected, last_draft, -1)
+        draft_row, removed = no_row, torch.where(rejected, last_draft, -1)
     else:
-        removed = no_row
+        draft_row, removed = torch.where(rejected, num_accepted, -1), no_row
     final = FinalRows(target_probs, draft_probs, num_accepted, draft_row, removed)
     final_token = final_draw(final, uniforms[:, gamma], dtype)
 

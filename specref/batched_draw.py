@@ -82,21 +82,15 @@ def full_weights(final: FinalRows, dtype: torch.dtype) -> torch.Tensor:
 def weights_at(final: FinalRows, rows: torch.Tensor, columns: torch.Tensor | None, dtype: torch.dtype):
     """[R, C] weights of batch rows `rows` [R] at `columns` [R, C] (None: every column), from the inputs: the same
     numbers as `full_weights` there."""
-    target_row, every_column = final.target_row[rows], columns is None
-    if every_column:
-        weights = final.target_probs[rows, target_row].to(dtype)  # [R, V]
-        columns = torch.arange(weights.shape[1], device=weights.device)[None]
-    else:
-        weights = final.target_probs[rows[:, None], target_row[:, None], columns].to(dtype)  # [R, C]
+    if columns is None:
+        columns = torch.arange(final.target_probs.shape[2], device=rows.device)[None]  # [1, V]: broadcast
+    rows = rows[:, None]
+    weights = final.target_probs[rows, final.target_row[rows], columns].to(dtype)  # [R, C]
     if final.draft_probs is not None:
-        draft_row = final.draft_row[rows]
-        draft_index = draft_row.clamp(min=0)
-        if every_column:
-            draft = final.draft_probs[rows, draft_index].to(dtype)
-        else:
-            draft = final.draft_probs[rows[:, None], draft_index[:, None], columns].to(dtype)
-        weights = torch.where(draft_row[:, None] >= 0, weights - draft, weights)  # NaN in an unused row: discarded
-    return torch.where(columns == final.removed[rows, None], 0, weights.clamp_(min=0))
+        draft_row = final.draft_row[rows]  # [R, 1]
+        draft = final.draft_probs[rows, draft_row.clamp(min=0), columns].to(dtype)
+        weights = torch.where(draft_row >= 0, weights - draft, weights)  # NaN in an unused row: discarded
+    return torch.where(columns == final.removed[rows], 0, weights.clamp_(min=0))
 
 
 def _select_rows(probs, batch_index, row, slot: str, dtype: torch.dtype) -> torch.Tensor:

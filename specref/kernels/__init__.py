@@ -64,24 +64,23 @@ def status(device: str | torch.device = "cpu") -> str:
     if not ENABLED:
         return "disabled: SPECREF_KERNELS=0 or specref.kernels.ENABLED = False"
     device = torch.device(device)
-    if device.type == "cpu":
-        from . import cpu
-
-        return cpu.status()
-    if device.type == "cuda":
-        from . import cuda
-
-        return cuda.status(device)
-    return f"unavailable: no kernel for device type {device.type!r}"
+    module = _module(device)
+    return f"unavailable: no kernel for device type {device.type!r}" if module is None else module.status(device)
 
 
 def _backend(device: torch.device):
+    """The backend module that runs on this device, or None."""
+    module = _module(device)
+    return None if module is None or module.status(device).startswith("unavailable") else module
+
+
+def _module(device: torch.device):
     if device.type == "cpu":
         from . import cpu
 
-        return cpu if cpu.status().startswith("compiled") else None
+        return cpu
     if device.type == "cuda":
         from . import cuda
 
-        return cuda if cuda.status(device).startswith("triton") else None
+        return cuda
     return None

@@ -65,8 +65,8 @@ def block_sums(
     return out
 
 
-def status() -> str:
-    """'compiled: <path>' or 'unavailable: <why>' (compiles on first call)."""
+def status(device: torch.device | None = None) -> str:
+    """'compiled: <path>' or 'unavailable: <why>' (compiles on first call). `device` is ignored (always CPU)."""
     if _load() is None:
         return f"unavailable: {_loaded['error']}"
     return f"compiled: {_loaded['path']}"
