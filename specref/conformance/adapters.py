@@ -35,11 +35,12 @@ class Adapter:
     device: str = "cpu"
     dtype: torch.dtype = torch.float32  # dtype of the probabilities it wants
     kind: str = "kernel"  # "kernel" (the verify contract) | "pipeline"
+    rule: str = "exact"  # the verification rule it implements: "exact" (min(1, p/q) + residual), "match", ...
     lossy: bool = False  # lossy by configuration: report the measured TV, not a bug
     notes: str = ""  # shown in reports
 
 
-_CAPABILITIES = ("ragged", "point_mass", "uniforms", "device", "dtype", "kind", "lossy", "notes")
+_CAPABILITIES = ("ragged", "point_mass", "uniforms", "device", "dtype", "kind", "rule", "lossy", "notes")
 
 
 def as_adapter(obj, name: str | None = None) -> Adapter:
