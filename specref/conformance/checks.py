@@ -1,18 +1,20 @@
 """The checks: T0 invariants on every verify call, and the T2 laws built from counts accumulated over calls.
 
+Which checks a scenario runs, their family (contract, law, rule) and why some cannot fail is plan.py's concern.
 T0 (deterministic, a single violation is a certain failure, no false-alarm budget):
-  t0_shape              output is a [B, g+1] int64 tensor
   t0_valid_ids          every entry is -1 or a token id in [0, V)
   t0_padding            1..num_draft+1 tokens, left-aligned, then only -1
   t0_prefix_is_drafts   all tokens but the last equal the drafts
-  t0_zero_prob_emitted  no emitted token has target probability 0 in its row
-  t0_residual_support   a correction lies where max(0, p - q) > 0 (or the residual is numerically empty)
+  t0_zero_prob_emitted  no emitted token has target probability 0
+  t0_residual_support   a correction lies where the declared rule can put it (a rule check)
+(The output's shape and dtype are checked on every call before any of these: a malformed output fails `adapter`.)
 T2 (statistical; alpha from the run's budget), per scenario:
   first_token_law, correction_law, bonus_law, reject_rate, accepted_length_law, mean_tau,
   and on special scenarios batch_composition, ragged_law, point_mass_law, row_independence, joint_law.
-Rows that violate a T0 invariant are left out of the T2 counts (their tokens cannot be indexed or are certainly
-wrong). That selection can itself move a law, so once a T0 check fails, later T2 failures may be its echo: read a
-report's failures most certain first (Report.caught_by orders them so).
+Rows that break a contract check (bad ids or padding, a prefix that is not the drafts, a token of probability 0)
+are left out of the T2 counts: their tokens cannot be indexed or are certainly wrong, and the verdict is already
+non-conforming. A rule check never removes rows, so law checks stay unbiased whatever rule a verifier follows.
+Counts do not depend on the rule, only expected laws do: `t2_results(alphas, rule)` evaluates them under any rule.
 """
 
 from __future__ import annotations
@@ -21,89 +23,51 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..stats import CheckResult, chisquare_gof, chisquare_strata, mean_ci
+from ..stats import CheckResult, binomial_rate, chisquare_gof, chisquare_strata, mean_ci
 from . import laws
+from .plan import DESCRIPTIONS, FAMILY, family_of, plan_for  # noqa: F401 -- re-exported for reports
 from .scenarios import Batch, Scenario
 
 #: Floor on Var(tau) in mean_tau: the float rounding of the expected laws (see Tally._mean_tau).
 VARIANCE_FLOOR = 1e-12
 
-T0_CHECKS = (
-    "t0_shape",
-    "t0_valid_ids",
-    "t0_padding",
-    "t0_prefix_is_drafts",
-    "t0_zero_prob_emitted",
-    "t0_residual_support",
-)
-
-DESCRIPTIONS = {
-    "t0_shape": "output is a [B, g+1] int64 tensor",
-    "t0_valid_ids": "every entry is -1 or a token id in [0, V)",
-    "t0_padding": "1..num_draft+1 tokens, left-aligned, then -1",
-    "t0_prefix_is_drafts": "emitted tokens before the last equal the drafts",
-    "t0_zero_prob_emitted": "no emitted token has target probability 0",
-    "t0_residual_support": "a correction token lies in the support of max(0, p - q)",
-    "first_token_law": "law of the first emitted token equals p_1",
-    "correction_law": "given a rejection, the correction follows max(0, p - q) / Z (p without d for point mass)",
-    "bonus_law": "given all drafts accepted, the bonus follows p_{g+1}",
-    "reject_rate": "P(reject at i | reached i) equals Z_i, every position",
-    "accepted_length_law": "accepted-count law equals the truncated geometric / exact law",
-    "mean_tau": "mean tokens per cycle equals the closed form",
-    "batch_composition": "each component of a mixed batch keeps its own first-token law",
-    "ragged_law": "with ragged num_draft, the accepted-count law per num_draft is exact",
-    "point_mass_law": "point-mass drafts (draft_probs=None): the first-token law equals p_1",
-    "row_independence": "identical rows in one call give independent outputs",
-    "joint_law": "first n tokens over repeated cycles follow prod p",
-    "reproducibility": "same seed gives the same tokens; another seed gives others",
-    "coupling": "with injected uniforms, tokens equal the reference engine's, token for token",
-    "adapter": "the adapter ran: no exception, no hang, output convertible",
-}
+T0_CHECKS = ("t0_valid_ids", "t0_padding", "t0_prefix_is_drafts", "t0_zero_prob_emitted", "t0_residual_support")
 
 
 def t0_result(name: str, violations: int, n: int, details: dict | None = None) -> CheckResult:
     """A deterministic check as a record: p_value 0 on any violation, no alpha spent."""
     return CheckResult(
         name, float(violations), 0, 0.0 if violations else 1.0, n, 0.0, float("nan"), violations == 0, 0.0,
-        {"tier": "T0", **(details or {})},
+        {"tier": "T0", "family": family_of(name.split("[", 1)[0]), **(details or {})},
     )  # fmt: skip
 
 
-def t2_plan(scenario: Scenario) -> list[str]:
-    """The T2 check kinds a scenario runs, fixed before any data (the budget is split over this plan)."""
-    if scenario.identical_rows:
-        return ["row_independence"]
-    if scenario.name.startswith("joint_"):
-        return ["joint_law"]
-    if len(scenario.starts) > 1:
-        return ["batch_composition", "accepted_length_law"]
-    if scenario.ragged:
-        return ["first_token_law", "ragged_law", "bonus_law"]
-    if scenario.point_mass:
-        return ["point_mass_law", "correction_law", "accepted_length_law", "bonus_law"]
-    plan = ["first_token_law"]
-    z = laws.rejection_mass(scenario)
-    if (z > 0).any():
-        plan.append("correction_law")
-    if laws.length_law(scenario, int(scenario.starts[0]), scenario.gamma)[-1] > 0:
-        plan.append("bonus_law")
-    if scenario.context_free:
-        plan.append("reject_rate")
-    if 0 < z.max() and z.min() < 1:  # the length law is random
-        plan += ["accepted_length_law", "mean_tau"]
-    return plan
+def t2_plan(scenario: Scenario, rule: str = "exact") -> list[str]:
+    """The T2 kinds a scenario tests (plan.plan_for(...).tested): the budget is split over these."""
+    return plan_for(scenario, rule).tested
+
+
+def not_tested(name: str, reason: str) -> CheckResult:
+    """A planned check that cannot fail (plan.py): no alpha, no p-value, never counted as a pass."""
+    kind = name.split("[", 1)[0]
+    return CheckResult(name, float("nan"), 0, float("nan"), 0, 0.0, float("nan"), True, 0.0,
+                       {"tier": "none", "family": family_of(kind), "not_tested": reason})  # fmt: skip
 
 
 @dataclass
 class Tally:
-    """Everything a scenario's checks need, accumulated over verify calls."""
+    """Everything a scenario's checks need, accumulated over verify calls. `rule` is the declared rule: it decides
+    the T0 residual-support check; the counts themselves are rule-free."""
 
     scenario: Scenario
     seed: int = 0
+    rule: str = "exact"
     rows: int = 0
     seconds: float = 0.0  # time spent inside the adapter
     violations: dict = field(default_factory=lambda: {name: 0 for name in T0_CHECKS})
     examples: dict = field(default_factory=dict)  # first violation of each T0 check
+    support_violations: dict = field(default_factory=lambda: {rule: 0 for rule in laws.RULES})  # under each rule
+    chunks: list = field(default_factory=list)  # where each call's batch came from (for reproduce snippets)
     pairs: np.ndarray | None = None  # row independence: [V, V] first tokens of rows (2j, 2j+1)
     joint: np.ndarray | None = None  # joint law: counts [V^n] of the first n tokens over repeated cycles
 
@@ -126,6 +90,8 @@ class Tally:
         sc, g, v = self.scenario, self.scenario.gamma, self.scenario.vocab_size
         rows = out.shape[0]
         self.rows += rows
+        if len(self.chunks) < 1000:
+            self.chunks.append(dict(where))
         valid = out >= 0
         in_range = (~valid & (out == -1)) | (valid & (out < v))
         ok_ids = in_range.all(1)
@@ -148,24 +114,10 @@ class Tally:
         self._count("t0_zero_prob_emitted", good & zero_hit, batch, out, where)
         good &= ~zero_hit
 
+        if sc.probe:  # a probe is sized in tens of millions of rows and has no T2 check: T0 is all it needs
+            return
         last = out[np.arange(rows), accepted]  # the correction or bonus token
-        rejected = good & (accepted < batch.num_draft)
-        idx = np.flatnonzero(rejected)
-        if idx.size:
-            pos = accepted[idx]
-            p_rows = target_seen[idx, pos]  # [R, V]
-            if draft_seen is None:
-                q_rows = np.zeros_like(p_rows)
-                q_rows[np.arange(idx.size), batch.draft_tokens[idx, pos]] = 1.0
-            else:
-                q_rows = draft_seen[idx, pos]
-            residual = p_rows - q_rows
-            empty = ~(residual > 0).any(1)
-            outside = ~empty & (residual[np.arange(idx.size), last[idx]] <= 0)
-            bad = np.zeros(rows, dtype=bool)
-            bad[idx[outside]] = True
-            self._count("t0_residual_support", bad, batch, out, where)
-            good &= ~bad
+        self._residual_support(good & (accepted < batch.num_draft), accepted, last, batch, out, probs_seen, where)
 
         rows_ok = np.flatnonzero(good)
         st, acc, nd = batch.states[rows_ok], accepted[rows_ok], batch.num_draft[rows_ok]
@@ -189,6 +141,24 @@ class Tally:
                 self.pairs = np.zeros((v, v), dtype=np.int64)
             np.add.at(self.pairs, (out[half, 0], out[half + 1, 0]), 1)
 
+    def _residual_support(self, rejected, accepted, last, batch, out, probs_seen, where) -> None:
+        """T0 under every known rule (the declared one is the check; the others serve the rule diagnosis)."""
+        idx = np.flatnonzero(rejected)
+        if not idx.size:
+            return
+        target_seen, draft_seen = probs_seen
+        pos = accepted[idx]
+        p_rows = target_seen[idx, pos]  # [R, V]
+        q_rows = None if draft_seen is None else draft_seen[idx, pos]
+        d = batch.draft_tokens[idx, pos]
+        for rule in laws.RULES:
+            allowed = laws.may_correct(p_rows, q_rows, d, rule)
+            bad = np.zeros(len(rejected), dtype=bool)
+            bad[idx[~allowed[np.arange(idx.size), last[idx]]]] = True
+            self.support_violations[rule] += int(bad.sum())
+            if rule == self.rule:
+                self._count("t0_residual_support", bad, batch, out, where)
+
     def _count(self, name: str, bad: np.ndarray, batch: Batch, out: np.ndarray, where: dict) -> None:
         hits = int(bad.sum())
         if not hits:
@@ -210,33 +180,36 @@ class Tally:
             for name in T0_CHECKS
         ]
 
-    def t2_results(self, alphas: dict[str, float]) -> list[CheckResult]:
-        """One CheckResult per planned kind; alphas maps kind -> alpha."""
-        return [self._t2(kind, alpha) for kind, alpha in alphas.items()]
+    def t2_results(self, alphas: dict[str, float], rule: str | None = None) -> list[CheckResult]:
+        """One CheckResult per planned kind, under `rule` (default: the declared one); alphas maps kind -> alpha."""
+        return [self._t2(kind, alpha, rule or self.rule) for kind, alpha in alphas.items()]
 
-    def _t2(self, kind: str, alpha: float) -> CheckResult:
+    def certain_results(self, kinds: list[str], rule: str | None = None) -> list[CheckResult]:
+        """Checks decided by one counter-example (plan.certain): a reject rate of exactly 0."""
+        sc, out = self.scenario, []
+        for kind in kinds:
+            if kind != "reject_rate":
+                raise ValueError(f"kind={kind!r} is not a certain check")
+            rejected = int(self.rejected.sum())
+            details = {"z": 0.0, "rejections": rejected, "why": "Z = 0 under the rule: a single rejection is wrong"}
+            out.append(t0_result(f"{kind}[{sc.name}]", rejected, int(self.reached.sum()), details))
+        return out
+
+    def _t2(self, kind: str, alpha: float, rule: str) -> CheckResult:
         sc = self.scenario
         name = f"{kind}[{sc.name}]"
-        if kind in ("first_token_law", "batch_composition"):
+        if kind in ("first_token_law", "batch_composition", "point_mass_law"):
             return chisquare_strata(self.first, sc.target, alpha=alpha, name=name)
         if kind == "correction_law":
-            residual = laws.point_mass_residuals(sc) if sc.point_mass else laws.residuals(sc)
-            return chisquare_strata(self.correction, residual, alpha=alpha, name=name)
-        if kind == "point_mass_law":  # the first-token law, under point-mass drafts
-            return chisquare_strata(self.first, sc.target, alpha=alpha, name=name)
+            return chisquare_strata(self.correction, laws.correction_law(sc, rule), alpha=alpha, name=name)
         if kind == "bonus_law":
             return chisquare_strata(self.bonus, sc.target, alpha=alpha, name=name)
         if kind == "reject_rate":
-            z = float(laws.rejection_mass(sc)[0])
-            observed = np.stack([self.rejected, self.reached - self.rejected], 1)  # [g, 2] per position
-            result = chisquare_strata(observed, np.tile([z, 1 - z], (sc.gamma, 1)), alpha=alpha, name=name)
-            rates = np.divide(self.rejected, self.reached, out=np.full(sc.gamma, np.nan), where=self.reached > 0)
-            result.details.update(z=z, rate_by_position=rates.tolist(), reached=self.reached.tolist())
-            return result
+            return self._reject_rate(alpha, name, rule)
         if kind in ("accepted_length_law", "ragged_law"):
             observed = self.length.reshape(-1, sc.gamma + 1)
             expected = np.stack(
-                [laws.length_law(sc, s, nd) for s in range(self.length.shape[0]) for nd in range(sc.gamma + 1)]
+                [laws.length_law(sc, s, nd, rule) for s in range(self.length.shape[0]) for nd in range(sc.gamma + 1)]
             )
             result = chisquare_strata(observed, expected, alpha=alpha, name=name)
             used = observed.sum(1) > 0
@@ -245,15 +218,39 @@ class Tally:
             )
             return result
         if kind == "mean_tau":
-            return self._mean_tau(alpha, name)
+            return self._mean_tau(alpha, name, rule)
         if kind == "row_independence":
-            single = _first_token_given_fixed_drafts(sc, self.seed)
+            single = _first_token_given_fixed_drafts(sc, self.seed, rule)
             pairs = self.pairs if self.pairs is not None else np.zeros((sc.vocab_size,) * 2, dtype=np.int64)
             return chisquare_gof(pairs.ravel(), np.outer(single, single).ravel(), alpha=alpha, name=name) \
                 if pairs.sum() else _no_data(name, alpha)  # fmt: skip
         raise ValueError(f"kind={kind!r} is not a T2 check of a single scenario")
 
-    def _mean_tau(self, alpha: float, name: str) -> CheckResult:
+    def _reject_rate(self, alpha: float, name: str, rule: str) -> CheckResult:
+        """Exact binomial per position at alpha / g each (Bonferroni inside the check): size <= alpha exactly."""
+        sc = self.scenario
+        z = float(laws.rejection_mass(sc, rule)[0])
+        reached = np.flatnonzero(self.reached > 0)
+        if not reached.size:
+            return _no_data(name, alpha)
+        tests = [binomial_rate(int(self.rejected[i]), int(self.reached[i]), z, alpha=alpha / len(reached))
+                 for i in reached]  # fmt: skip
+        worst = min(range(len(tests)), key=lambda j: tests[j].p_value)
+        p_value = min(1.0, len(tests) * tests[worst].p_value)
+        rates = np.divide(self.rejected, self.reached, out=np.full(sc.gamma, np.nan), where=self.reached > 0)
+        details = {
+            "test": f"exact two-sided binomial per position, Bonferroni over {len(tests)} positions",
+            "distance": "|rate - Z| at the least powerful position",
+            "beta": tests[worst].details["beta"],
+            "z": z,
+            "rate_by_position": rates.tolist(),
+            "reached": self.reached.tolist(),
+        }
+        detectable = max(t.detectable_tv for t in tests)
+        return CheckResult(name, float(self.rejected.sum()), len(tests), p_value, int(self.reached.sum()), alpha,
+                           detectable, p_value > alpha, 0.0, details)  # fmt: skip
+
+    def _mean_tau(self, alpha: float, name: str, rule: str) -> CheckResult:
         sc = self.scenario
         counts = self.length[:, sc.gamma, :]  # full-draft rows: [start state, A]
         n = int(counts.sum())
@@ -262,7 +259,7 @@ class Tally:
         tau = np.arange(1, sc.gamma + 2)
         expected_mean, variance = 0.0, 0.0
         for s in np.flatnonzero(counts.sum(1)):
-            law = laws.length_law(sc, s, sc.gamma)
+            law = laws.length_law(sc, s, sc.gamma, rule)
             m = float(law @ tau)
             expected_mean += counts[s].sum() * m / n
             variance += counts[s].sum() * float(law @ (tau - m) ** 2) / n
@@ -276,22 +273,35 @@ class Tally:
         result.details["theory"] = "tau = (1 - a^(g+1)) / (1 - a) for context-free laws; exact DP otherwise"
         return result
 
+    def mean_accepted(self, rule: str = "exact") -> tuple[float, float]:
+        """(observed, expected under `rule`) total accepted drafts over the counted rows."""
+        observed = expected = 0.0
+        for s, nd in zip(*np.nonzero(self.length.sum(2))):
+            counts = self.length[s, nd]
+            accepted = np.arange(self.scenario.gamma + 1)
+            observed += float(counts @ accepted)
+            expected += counts.sum() * float(laws.length_law(self.scenario, s, nd, rule) @ accepted)
+        return observed, expected
+
 
 def _no_data(name: str, alpha: float) -> CheckResult:
-    return CheckResult(name, 0.0, 0, 1.0, 0, alpha, float("nan"), True, 0.0, {"note": "no observations"})
+    return not_tested(name, "not tested: no observations")
 
 
-def _first_token_given_fixed_drafts(sc: Scenario, seed: int) -> np.ndarray:
+def _first_token_given_fixed_drafts(sc: Scenario, seed: int, rule: str = "exact") -> np.ndarray:
     """Law of the first emitted token when every row shares one draft sequence (the identical-rows scenario)."""
     batch = sc.inputs(1, seed, 0)  # the shared drafts depend on the seed only
-    p, q, d = sc.target[0], sc.draft[0], batch.draft_tokens[0]
-    a1 = min(1.0, p[d[0]] / q[d[0]])
-    law = (1 - a1) * laws.residuals(sc)[0]
-    law[d[0]] += a1
+    d = int(batch.draft_tokens[0, 0])
+    a1 = laws.accept_probability(sc, 0, d, rule)
+    law = (1 - a1) * laws.correction_given_draft(sc, 0, d, rule)
+    law[d] += a1
     return law / law.sum()
 
 
-def joint_law_result(counts: np.ndarray, sc: Scenario, n: int, alpha: float) -> CheckResult:
+def joint_law_result(counts: np.ndarray | None, sc: Scenario, n: int, alpha: float) -> CheckResult:
     """counts [V^n] of the first n tokens (row-major) over repeated cycles, against prod_i P[state_i, x_i]."""
+    name = f"joint_law[{sc.name}]"
+    if counts is None or not counts.sum():
+        return _no_data(name, alpha)
     expected = laws.sequence_law(sc, int(sc.starts[0]), n)
-    return chisquare_gof(counts, expected, alpha=alpha, name=f"joint_law[{sc.name}]")
+    return chisquare_gof(counts, expected, alpha=alpha, name=name)

@@ -96,7 +96,7 @@ def run_and_report(adapter, *, spec, out_dir, json_file=None, seed=0, budget_sec
     """Run, write the report folder, print a compact summary; returns the exit code."""
     from . import run
     from .render import write_report
-    from .report import CONFORMING, LOSSY
+    from .report import LOSSY
 
     stream = stream or (sys.stderr if json_file == "-" else sys.stdout)  # stdout keeps pure JSON with --json -
     extra = {} if rows is None else {"rows": rows}
@@ -120,7 +120,7 @@ def run_and_report(adapter, *, spec, out_dir, json_file=None, seed=0, budget_sec
         print("  exit 1: lossy by configuration (the rule does not keep the target law, by design; not a crash)",
               file=stream)  # fmt: skip
     print(f"  report: {paths['md']}", file=stream)
-    return EXIT_CONFORMING if report.verdict == CONFORMING else EXIT_NON_CONFORMING
+    return EXIT_CONFORMING if report.passed else EXIT_NON_CONFORMING
 
 
 def list_builtins() -> str:

@@ -1,8 +1,19 @@
-"""Expected laws for a scenario's state machine (see scenarios.py), in float64.
+"""Expected laws for a scenario's state machine (see scenarios.py), in float64, under a verification rule.
 
-With m[s, x] the probability that a draft x is drawn in state s and accepted -- min(P[s, x], Q[s, x]) for sampled
-drafts, Q[s, x] * P[s, x] for point-mass drafts (drawn from Q, accepted w.p. P) -- the accepted count A obeys
-P(A >= k) = sum over draft paths of prod m, computed forward over states (cf. specref.theory.accepted_at_least).
+The rows are those the verifier was given (Scenario.given): exact in its dtype and summing to exactly 1.
+
+Rules (an adapter declares one with `rule=`; all of them keep the target law, they differ in acceptance):
+  exact   speculative sampling (Leviathan et al. 2023, Chen et al. 2023): accept draft x with min(1, P(x)/Q(x)),
+          on the first rejection emit from max(0, P - Q) / Z, after all accepts the bonus from P at g+1.
+  match   sample-and-match (MLX-LM, llama.cpp's server, transformers' prompt lookup; also SGLang's target-only
+          verification of sampled drafts): the target draws y ~ P; keep the draft while y == x, else emit y.
+          Accept x with P(x); on a rejection of x, emit from P with x removed.
+Point-mass drafts (draft_probs=None) are verified the same way under both rules: accept d with P(d), else emit
+from P with d removed.
+
+With m[s, x] the probability that a draft x is drawn in state s and accepted -- min(P, Q) under exact, Q * P under
+match and for point-mass drafts -- the accepted count A obeys P(A >= k) = sum over draft paths of prod m, computed
+forward over states (cf. specref.theory.accepted_at_least).
 """
 
 from __future__ import annotations
@@ -11,17 +22,28 @@ import numpy as np
 
 from .scenarios import Scenario
 
+RULES = {
+    "exact": "exact speculative sampling: accept with min(1, p/q), correction from max(0, p - q) / Z",
+    "match": "sample-and-match: the target samples y ~ p, drafts are kept while they equal y",
+}
 
-def accept_mass(scenario: Scenario) -> np.ndarray:
+
+def check_rule(rule: str) -> str:
+    if rule not in RULES:
+        raise ValueError(f"rule={rule!r} is not a rule specref knows; known: {sorted(RULES)}")
+    return rule
+
+
+def accept_mass(scenario: Scenario, rule: str = "exact") -> np.ndarray:
     """m [S, V]: probability of drafting x in state s and accepting it."""
-    if scenario.point_mass:
+    if scenario.point_mass or check_rule(rule) == "match":
         return scenario.draft * scenario.target
     return np.minimum(scenario.target, scenario.draft)
 
 
-def accepted_at_least(scenario: Scenario, start: int, num_draft: int) -> np.ndarray:
+def accepted_at_least(scenario: Scenario, start: int, num_draft: int, rule: str = "exact") -> np.ndarray:
     """[num_draft + 1]: P(A >= k) for k = 0..num_draft, from start state `start`."""
-    m = accept_mass(scenario)
+    m = accept_mass(scenario, rule)
     states = scenario.target.shape[0]
     alpha = np.zeros(states)
     alpha[start] = 1.0
@@ -34,19 +56,22 @@ def accepted_at_least(scenario: Scenario, start: int, num_draft: int) -> np.ndar
     return np.asarray(out)
 
 
-def length_law(scenario: Scenario, start: int, num_draft: int) -> np.ndarray:
+def length_law(scenario: Scenario, start: int, num_draft: int, rule: str = "exact") -> np.ndarray:
     """[g+1]: P(A = k) for k = 0..g (zero past num_draft)."""
-    tail = accepted_at_least(scenario, start, num_draft)
+    tail = accepted_at_least(scenario, start, num_draft, rule)
     law = np.zeros(scenario.gamma + 1)
     law[: num_draft + 1] = tail - np.append(tail[1:], 0.0)
     return np.clip(law, 0.0, None)
 
 
+def _normalise_rows(rows: np.ndarray) -> np.ndarray:
+    z = rows.sum(1, keepdims=True)
+    return np.divide(rows, z, out=np.zeros_like(rows), where=z > 0)
+
+
 def residuals(scenario: Scenario) -> np.ndarray:
-    """[S, V] the correction law max(0, P - Q) / Z per state; a zero row where Z = 0 (no rejection possible)."""
-    r = np.clip(scenario.target - scenario.draft, 0.0, None)
-    z = r.sum(1, keepdims=True)
-    return np.divide(r, z, out=np.zeros_like(r), where=z > 0)
+    """[S, V] the exact rule's correction law max(0, P - Q) / Z per state; a zero row where Z = 0."""
+    return _normalise_rows(np.clip(scenario.target - scenario.draft, 0.0, None))
 
 
 def point_mass_residuals(scenario: Scenario) -> np.ndarray:
@@ -54,13 +79,58 @@ def point_mass_residuals(scenario: Scenario) -> np.ndarray:
     s, v = scenario.target.shape
     rows = np.repeat(scenario.target, v, axis=0)  # [S*V, V]
     rows[np.arange(s * v), np.tile(np.arange(v), s)] = 0.0
-    z = rows.sum(1, keepdims=True)
-    return np.divide(rows, z, out=np.zeros_like(rows), where=z > 0)
+    return _normalise_rows(rows)
 
 
-def rejection_mass(scenario: Scenario) -> np.ndarray:
-    """[S]: Z[s] = 1 - sum_x m[s, x]."""
-    return 1.0 - accept_mass(scenario).sum(1)
+def correction_law(scenario: Scenario, rule: str = "exact") -> np.ndarray:
+    """The law of the correction given a rejection: [S, V] per state, or [S*V, V] per (state, draft) for point mass.
+
+    Under match, a rejection from state s emits y with probability sum_x Q(x) P(y) [y != x] = P(y) (1 - Q(y)).
+    """
+    if scenario.point_mass:
+        return point_mass_residuals(scenario)
+    if check_rule(rule) == "match":
+        return _normalise_rows(scenario.target * (1.0 - scenario.draft))
+    return residuals(scenario)
+
+
+def correction_given_draft(scenario: Scenario, state: int, draft: int, rule: str = "exact") -> np.ndarray:
+    """[V]: the correction's law once draft `draft` was rejected in state `state`."""
+    if scenario.point_mass or check_rule(rule) == "match":
+        return point_mass_residuals(scenario)[state * scenario.vocab_size + draft]
+    return residuals(scenario)[state]
+
+
+def accept_probability(scenario: Scenario, state: int, draft: int, rule: str = "exact") -> float:
+    """P(accept | draft `draft` drawn in state `state`)."""
+    p, q = scenario.target[state, draft], scenario.draft[state, draft]
+    if scenario.point_mass or check_rule(rule) == "match":
+        return float(p)
+    return float(min(1.0, p / q)) if q > 0 else 0.0
+
+
+def rejection_mass(scenario: Scenario, rule: str = "exact") -> np.ndarray:
+    """[S]: Z[s] = P(reject | state s) = 1 - sum_x m[s, x], clipped to [0, 1] (rounding can leave -1e-16)."""
+    if not scenario.point_mass and check_rule(rule) == "exact":  # sum (P - Q)_+ is exact-rule Z, and never < 0
+        return np.clip(np.clip(scenario.target - scenario.draft, 0.0, None).sum(1), 0.0, 1.0)
+    return np.clip(1.0 - accept_mass(scenario, rule).sum(1), 0.0, 1.0)
+
+
+def may_correct(target_rows: np.ndarray, draft_rows: np.ndarray | None, drafts: np.ndarray, rule: str) -> np.ndarray:
+    """[R, V] bool: where a correction may land after draft drafts[r] was rejected on rows (p, q).
+
+    exact: where max(0, p - q) > 0, anywhere with p > 0 if that residual is numerically empty;
+    match and point mass: where p > 0, except the rejected draft.
+    """
+    rows = np.arange(len(drafts))
+    if draft_rows is None or check_rule(rule) == "match":
+        allowed = target_rows > 0
+        allowed[rows, drafts] = False
+        return allowed
+    allowed = target_rows - draft_rows > 0
+    empty = ~allowed.any(1)
+    allowed[empty] = target_rows[empty] > 0
+    return allowed
 
 
 def sequence_law(scenario: Scenario, start: int, n: int) -> np.ndarray:

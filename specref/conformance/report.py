@@ -12,14 +12,28 @@ from ..stats import CheckResult, ErrorBudget
 from ..stats.record import json_safe
 from . import laws
 from .adapters import Adapter
-from .checks import DESCRIPTIONS
+from .plan import DESCRIPTIONS, LAW, RULE, family_of
 
 CONFORMING, NON_CONFORMING, LOSSY = "conforming", "non-conforming", "lossy by configuration"
 PLOT_MAX_VOCAB = 64
 
 
+def lossless(rule: str) -> str:
+    """The verdict of a verifier that keeps the target law and follows its declared rule other than exact."""
+    return f"lossless (declared rule {rule})"
+
+
 def kind_of(check_name: str) -> str:
     return check_name.split("[", 1)[0]
+
+
+def family(result: CheckResult) -> str:
+    return result.details.get("family") or family_of(kind_of(result.name))
+
+
+def tested(result: CheckResult) -> bool:
+    """False for a check that could not fail (plan.py): it spent no alpha and is never counted as a pass."""
+    return "not_tested" not in result.details
 
 
 @dataclass
@@ -33,6 +47,8 @@ class Report:
     plots: dict = field(default_factory=dict)  # scenario -> observed/expected series (small vocabularies)
     wall_seconds: float = 0.0
     verdict: str = ""
+    rule_diagnosis: dict = field(default_factory=dict)  # other rules' fit and the acceptance ratio (see runner)
+    probe: dict = field(default_factory=dict)  # the rare-edge probe: tests run and detection probability
 
     def add_t0(self, scenario: str, results: list[CheckResult]) -> None:
         for r in results:
@@ -41,21 +57,31 @@ class Report:
 
     def add_t2(self, scenario: str, results: list[CheckResult], tally=None) -> None:
         for r in results:
-            self.checks.append(dataclasses.replace(r, details={**r.details, "tier": "T2"}))
+            tier = "T2" if tested(r) else "none"
+            self.checks.append(dataclasses.replace(r, details={**r.details, "tier": tier, "family": family(r)}))
         # identical rows share one fixed draft, so their token laws are not p: nothing to plot against p
         if tally is not None and tally.scenario.vocab_size <= PLOT_MAX_VOCAB and not tally.scenario.identical_rows:
             self.plots[scenario] = _plot_series(tally)
 
     def finish(self, budget: ErrorBudget, wall_seconds: float) -> None:
-        """Holm over the T2 family, then the verdict."""
+        """Holm over the T2 family, then the verdict: contract, then law, then rule (plan.py)."""
         t2 = [i for i, r in enumerate(self.checks) if r.details.get("tier") == "T2"]
         for i, r in zip(t2, budget.holm([self.checks[i] for i in t2])):
             self.checks[i] = r
         self.wall_seconds = wall_seconds
-        if self.passed:
-            self.verdict = CONFORMING
+        failed = {family(r) for r in self.failures}
+        if not failed:
+            self.verdict = CONFORMING if self.adapter.rule == "exact" else lossless(self.adapter.rule)
+        elif self.adapter.lossy and LAW in failed and failed <= {LAW, RULE}:
+            self.verdict = LOSSY  # lossy describes a law: it never excuses a crash or a broken invariant
         else:
-            self.verdict = LOSSY if self.adapter.lossy else NON_CONFORMING
+            self.verdict = NON_CONFORMING
+
+    @property
+    def law_kept(self) -> bool:
+        """Only rule checks failed: the output law is the target's, acceptance does not follow the declared rule."""
+        failed = {family(r) for r in self.failures}
+        return failed == {RULE}
 
     @property
     def passed(self) -> bool:
@@ -83,14 +109,18 @@ class Report:
         return out
 
     def summary(self) -> str:
-        t0 = [r for r in self.checks if r.details.get("tier") != "T2"]
-        t2 = [r for r in self.checks if r.details.get("tier") == "T2"]
+        real = [r for r in self.checks if tested(r)]
+        t0 = [r for r in real if r.details.get("tier") != "T2"]
+        t2 = [r for r in real if r.details.get("tier") == "T2"]
         lines = [
-            f"{self.adapter.name}: {self.verdict.upper()}  ({len(self.checks) - len(self.failures)}/{len(self.checks)}"
+            f"{self.adapter.name}: {self.verdict.upper()}  ({len(real) - len(self.failures)}/{len(real)}"
             f" checks passed; T0 {sum(r.passed for r in t0)}/{len(t0)}, T2 {sum(r.passed for r in t2)}/{len(t2)};"
+            f" {len(self.checks) - len(real)} could not fail and were not tested;"
             f" {sum(s['rows'] for s in self.scenarios.values()):,} rows in {self.wall_seconds:.0f} s;"
             f" family-wise alpha {self.alpha:g})"
         ]
+        if self.law_kept:
+            lines.append(f"  output law kept; acceptance does not follow {self.adapter.rule!r} ({self.rule_words()})")
         for r in self.failures[:12]:
             lines.append("  " + _failure_line(r))
         if len(self.failures) > 12:
@@ -101,6 +131,16 @@ class Report:
                 lines.append("  measured TV of the first-token law: "
                              + ", ".join(f"{k} {v:.3f}" for k, v in sorted(tv.items())))  # fmt: skip
         return "\n".join(lines)
+
+    def rule_words(self) -> str:
+        """Which known rule the acceptance matches, and the acceptance ratio against exact speculative sampling."""
+        d = self.rule_diagnosis
+        matches = [f"it matches rule {name!r} (smallest p-value {fit['min_p_value']:.3g} over {fit['checks']} "
+                   f"rule checks)" for name, fit in d.get("rules", {}).items() if fit["matches"]]  # fmt: skip
+        words = matches or ["it matches no rule specref knows"]
+        if d.get("acceptance_ratio") is not None:
+            words.append(f"accepted drafts {d['acceptance_ratio']:.3f}x those of exact speculative sampling")
+        return "; ".join(words)
 
     def to_dict(self) -> dict:
         a = self.adapter
@@ -120,13 +160,25 @@ class Report:
                     "uniforms": a.uniforms,
                     "device": str(a.device),
                     "dtype": str(a.dtype),
+                    "rule": a.rule,
                     "lossy": a.lossy,
                     "notes": a.notes,
                 },
+                "law_kept": self.law_kept,
+                "rule_diagnosis": self.rule_diagnosis,
+                "probe": self.probe,
                 "caught_by": self.caught_by(),
                 "measured_tv": self.measured_tv() if a.lossy else {},
                 "scenarios": self.scenarios,
-                "checks": [{**r.to_dict(), "description": DESCRIPTIONS.get(kind_of(r.name), "")} for r in self.checks],
+                "checks": [
+                    {
+                        **r.to_dict(),
+                        "family": family(r),
+                        "tested": tested(r),
+                        "description": DESCRIPTIONS.get(kind_of(r.name), ""),
+                    }  # fmt: skip
+                    for r in self.checks
+                ],
                 "plots": self.plots,
             }
         )
@@ -150,12 +202,12 @@ def _plot_series(tally) -> dict:
         series["first"] = {"observed": first.tolist(), "expected": (sc.target.T @ tally.first.sum(1)).tolist()}
     length = tally.length[:, sc.gamma, :]
     if length.sum():
-        expected = sum(length[s].sum() * laws.length_law(sc, s, sc.gamma) for s in range(length.shape[0]))
+        expected = sum(length[s].sum() * laws.length_law(sc, s, sc.gamma, tally.rule) for s in range(length.shape[0]))
         series["length"] = {"observed": length.sum(0).tolist(), "expected": np.asarray(expected).tolist()}
     if sc.context_free and tally.reached.sum():
         series["reject"] = {
             "rejected": tally.rejected.tolist(),
             "reached": tally.reached.tolist(),
-            "z": float(laws.rejection_mass(sc)[0]),
+            "z": float(laws.rejection_mass(sc, tally.rule)[0]),
         }
     return series

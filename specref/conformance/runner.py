@@ -4,7 +4,7 @@
     assert report.passed, report.summary()
 
 Plan. Every scenario the adapter's capabilities allow (scenarios.py), the T0 invariants on every call, the T2 laws
-of each scenario (checks.t2_plan), reproducibility, and token-for-token coupling with the reference engine when
+of each scenario (plan.plan_for: checks that cannot fail take no alpha), reproducibility, and token-for-token coupling with the reference engine when
 the adapter accepts injected uniforms. The run's false-alarm budget (alpha, default 1e-3) is split by Bonferroni
 over the T2 checks before any data is seen, then the family is re-verdicted by Holm. T0 checks spend nothing.
 
@@ -25,15 +25,18 @@ import numpy as np
 import torch
 
 from ..stats import ErrorBudget
-from . import checks
+from . import checks, laws
 from .adapters import Adapter, as_adapter
 from .calls import AdapterFailure, call
+from .plan import RULE, plan_for
 from .report import Report
-from .scenarios import SCENARIOS, Scenario, get
+from .scenarios import SCENARIOS, Scenario, get, probe_detection, probe_rows_needed
 
 #: Rows past which a scenario's checks gain little (TV detectable ~0.005 on small vocabularies).
 MAX_ROWS = {"default": 400_000, "large_v8193_g2": 200_000, "large_v151936_g1": 20_000}
 MIN_ROWS = 256
+#: The most of the budget the rare-edge probe may take (it stops earlier once it reaches its target power).
+PROBE_SHARE = 0.35
 #: A call that returns nothing for this long (or for the rest of the budget, if longer) is declared a hang;
 #: the environment variable SPECREF_MIN_CALL_TIMEOUT overrides it (seconds).
 MIN_CALL_TIMEOUT = float(os.environ.get("SPECREF_MIN_CALL_TIMEOUT", "30"))
@@ -50,9 +53,11 @@ def _timeout(deadline: float) -> float:
 
 
 def scenarios_for(adapter: Adapter) -> list[Scenario]:
-    """The scenarios an adapter's declared capabilities allow."""
+    """The scenarios an adapter's declared capabilities allow, as its dtype gives them (Scenario.given)."""
     return [
-        s for s in SCENARIOS.values() if (adapter.ragged or not s.ragged) and (adapter.point_mass or not s.point_mass)
+        s.given(adapter.dtype)
+        for s in SCENARIOS.values()
+        if (adapter.ragged or not s.ragged) and (adapter.point_mass or not s.point_mass)
     ]
 
 
@@ -82,20 +87,22 @@ def run(
 
         return run_pipeline(verify, seed=seed, budget_seconds=budget_seconds, alpha=alpha, progress=progress)
     adapter = as_adapter(verify, name)
+    laws.check_rule(adapter.rule)
     if scenarios is None:
         plan = scenarios_for(adapter)
     else:
-        plan = [s if isinstance(s, Scenario) else get(s) for s in scenarios]
+        plan = [(s if isinstance(s, Scenario) else get(s)).given(adapter.dtype) for s in scenarios]
+    plans = {s.name: plan_for(s, adapter.rule) for s in plan}
     started = time.perf_counter()
     deadline = started + budget_seconds
     report = Report(adapter, seed=seed, budget_seconds=budget_seconds, alpha=alpha)
     tell = progress or (lambda message, fraction: None)
 
-    t2_names = [f"{kind}[{s.name}]" for s in plan for kind in checks.t2_plan(s)]
+    t2_names = [f"{kind}[{s.name}]" for s in plan for kind in plans[s.name].tested]
     alphas = ErrorBudget(alpha).split(t2_names) if t2_names else {}
 
     # probe: one small call per scenario (T0 on every scenario early, and a first speed reading)
-    tallies = {s.name: checks.Tally(s, seed=seed) for s in plan}
+    tallies = {s.name: checks.Tally(s, seed=seed, rule=adapter.rule) for s in plan}
     broken: dict[str, str] = {}
     chunk_index = {s.name: 1 for s in plan}
     for s in plan:
@@ -110,14 +117,16 @@ def run(
     # main pass: each scenario gets an equal slice of the time left, up to its cap; unused time rolls forward
     hung = any(message.startswith("hang") for message in broken.values())
     reserve = 0.1 * budget_seconds + (0.0 if hung else 2.0 + 2.0 * adapter.uniforms)
-    todo = [s for s in plan if s.name not in broken and not hung]
+    todo = sorted((s for s in plan if s.name not in broken and not hung), key=lambda s: not s.probe)
     for i, s in enumerate(todo):
         tally = tallies[s.name]
-        slice_end = time.perf_counter() + max(0.0, deadline - reserve - time.perf_counter()) / (len(todo) - i)
+        left = max(0.0, deadline - reserve - time.perf_counter())
+        slice_end = time.perf_counter() + (PROBE_SHARE * left if s.probe else left / (len(todo) - i))
         fixed = rows.get(s.name) if isinstance(rows, dict) else rows
-        cap = fixed if fixed is not None else MAX_ROWS.get(s.name, MAX_ROWS["default"])
+        cap = fixed if fixed is not None else _max_rows(s)
         if fixed is not None:
             slice_end = deadline
+        begun, rows_before = time.perf_counter(), tally.rows
         try:
             if s.name.startswith("joint_"):
                 tally.joint = _joint(adapter, s, cap, seed, tally, slice_end)
@@ -126,6 +135,8 @@ def run(
                     _feed(adapter, s, tally, int(min(s.rows_per_call, cap - tally.rows)), seed, chunk_index[s.name],
                           deadline)  # fmt: skip
                     chunk_index[s.name] += 1
+                    if s.probe and fixed is None and _probe_hopeless(tally.rows, rows_before, begun, slice_end):
+                        break
         except AdapterFailure as failure:
             broken[s.name] = str(failure)
             hung = failure.kind == "hang"
@@ -149,19 +160,84 @@ def run(
         report.add_t0(s.name, tally.t0_results())
         if s.name in broken or tally.rows == 0:
             continue
-        kinds = {kind: alphas[f"{kind}[{s.name}]"] for kind in checks.t2_plan(s)}
+        kinds = {kind: alphas[f"{kind}[{s.name}]"] for kind in plans[s.name].tested}
+        report.add_t0(s.name, tally.certain_results(plans[s.name].certain))
+        skipped = [checks.not_tested(f"{kind}[{s.name}]", why) for kind, why in plans[s.name].skipped.items()]
         if "joint_law" in kinds:
             report.add_t2(s.name, [checks.joint_law_result(tally.joint, s, JOINT_TOKENS, kinds["joint_law"])])
         else:
-            report.add_t2(s.name, tally.t2_results(kinds), tally)
+            report.add_t2(s.name, tally.t2_results(kinds) + skipped, tally)
+        if s.probe:
+            report.probe = _probe_summary(s, tally)
     report.add_t0("run", results)
     if not hung:
         report.add_t0("run", [_reproducibility(adapter, seed, deadline)])
-        if adapter.uniforms:
+        if adapter.uniforms and adapter.rule == "exact":  # the reference engine implements the exact rule
             report.add_t0("run", [_coupling(adapter, seed, deadline)])
     report.finish(ErrorBudget(alpha), time.perf_counter() - started)
+    if report.law_kept:
+        report.rule_diagnosis = rule_diagnosis(tallies, plans, alphas, adapter.rule)
     tell("done", 1.0)
     return report
+
+
+def _max_rows(s: Scenario) -> int:
+    return probe_rows_needed() if s.probe else MAX_ROWS.get(s.name, MAX_ROWS["default"])
+
+
+def _probe_hopeless(rows: int, rows_before: int, begun: float, slice_end: float) -> bool:
+    """At the speed seen so far the probe cannot reach even even odds by the end of its slice: stop it, and let
+    the report state the detection probability it did reach (a slow adapter keeps its budget for the laws)."""
+    now = time.perf_counter()
+    speed = (rows - rows_before) / max(now - begun, 1e-9)
+    return rows + speed * max(slice_end - now, 0.0) < probe_rows_needed(0.5)
+
+
+def _probe_summary(s: Scenario, tally: checks.Tally) -> dict:
+    tests = tally.rows  # one accept test with p/q = 0 and one correction draw per row
+    return {
+        "scenario": s.name,
+        "accept_tests_with_ratio_0": tests,
+        "detection_probability": probe_detection(tests),
+        "event": "an fp32 uniform equal to 0 (probability 2^-24 per draw)",
+        "catches": "a non-strict accept test u <= p/q on fp32 uniforms (it accepts a draft of target probability 0), "
+        "and an inverse-CDF correction that returns token 0 at u = 0",
+        "target_rows": probe_rows_needed(),
+    }
+
+
+def rule_diagnosis(tallies: dict, plans: dict, alphas: dict, declared: str) -> dict:
+    """When only rule checks failed: does the acceptance follow another known rule, and how often does it accept?
+
+    The counts are rule-free, so every other rule is tested on the same data at the same per-check alphas; its fit
+    is a diagnosis, never part of the verdict (no alpha is spent on it).
+    """
+    out: dict = {"rules": {}}
+    for rule in laws.RULES:
+        if rule == declared:
+            continue
+        results, support = [], 0
+        for name, tally in tallies.items():
+            kinds = {k: alphas[f"{k}[{name}]"] for k in plan_for(tally.scenario, rule).tested
+                     if f"{k}[{name}]" in alphas and checks.family_of(k) == RULE}  # fmt: skip
+            if tally.rows and tally.joint is None and kinds:
+                results += tally.t2_results(kinds, rule)
+            support += tally.support_violations[rule]
+        tested = [r for r in results if "not_tested" not in r.details]
+        out["rules"][rule] = {
+            "matches": support == 0 and all(r.passed for r in tested),
+            "min_p_value": min((r.p_value for r in tested), default=float("nan")),
+            "checks": len(tested),
+            "residual_support_violations": support,
+        }
+    observed = expected = 0.0
+    for tally in tallies.values():
+        sc = tally.scenario
+        if tally.rows and not (sc.probe or sc.identical_rows or sc.point_mass or sc.name.startswith("joint_")):
+            o, e = tally.mean_accepted("exact")
+            observed, expected = observed + o, expected + e
+    out["acceptance_ratio"] = observed / expected if expected else None
+    return out
 
 
 def _feed(adapter: Adapter, s: Scenario, tally: checks.Tally, rows: int, seed: int, chunk, deadline: float) -> float:
@@ -247,4 +323,4 @@ def _coupling(adapter: Adapter, seed: int, deadline: float) -> checks.CheckResul
     return checks.t0_result("coupling", mismatches, rows, {"example": example})
 
 
-__all__ = ["run", "scenarios_for", "derive_seed"]
+__all__ = ["run", "scenarios_for", "derive_seed", "rule_diagnosis"]

@@ -13,9 +13,12 @@ is what failure snippets print.
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
+import torch
+
+from .precision import as_given
 
 # --- laws -------------------------------------------------------------------------------------------------------
 
@@ -52,6 +55,22 @@ def _one_hot(v, token) -> np.ndarray:
     return row
 
 
+#: The rare-edge probe (see _build) and the event it is sized for: one fp32 uniform equal to 0.
+PROBE = "probe_zero_ratio_g1"
+PROBE_EVENT_PROBABILITY = 2.0**-24
+PROBE_POWER = 0.99
+
+
+def probe_rows_needed(power: float = PROBE_POWER, event: float = PROBE_EVENT_PROBABILITY) -> int:
+    """Rows for the probe to see the event at least once with probability `power` (one test per row)."""
+    return int(np.ceil(np.log1p(-power) / np.log1p(-event)))
+
+
+def probe_detection(rows: int, event: float = PROBE_EVENT_PROBABILITY) -> float:
+    """P(the event happens at least once in `rows` independent tests)."""
+    return float(-np.expm1(rows * np.log1p(-event)))
+
+
 # --- scenarios --------------------------------------------------------------------------------------------------
 
 
@@ -79,11 +98,24 @@ class Scenario:
     ragged: bool = False  # rows get num_draft ~ Uniform{0..g}; needs the adapter's ragged capability
     point_mass: bool = False  # draft_probs=None; needs the point_mass capability
     identical_rows: bool = False  # every row shares one fixed draft (row-independence scenario)
+    probe: bool = False  # a rare-edge probe: T0 only, sized by the event it must make happen (see PROBES)
     rows_per_call: int = 4096
+    dtype: torch.dtype = torch.float64  # the dtype its rows are exact in (see given)
+    _given: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def vocab_size(self) -> int:
         return self.target.shape[1]
+
+    def given(self, dtype: torch.dtype) -> Scenario:
+        """This scenario as a `dtype` verifier is given it: rows rounded to dtype, each summing to exactly 1
+        (specref.conformance.precision). Drafts are drawn from the given draft rows and every expected law is
+        computed from the given rows, so the law a verifier is held to is the law of what it received."""
+        if dtype not in self._given:
+            self._given[dtype] = replace(
+                self, target=as_given(self.target, dtype), draft=as_given(self.draft, dtype), dtype=dtype, _given={}
+            )
+        return self._given[dtype]
 
     def inputs(self, rows: int, seed: int, chunk, start_states: np.ndarray | None = None) -> Batch:
         rng = _rng("inputs", seed, self.name, chunk)
@@ -121,10 +153,12 @@ class Scenario:
                 draft_probs[past] = 0.0
         return Batch(target_probs, draft_probs, tokens, num_draft, states)
 
-    def snippet(self, rows: int, seed: int, chunk: int) -> str:
+    def snippet(self, rows: int, seed: int, chunk) -> str:
+        given = "" if self.dtype == torch.float64 else f".given(torch.{str(self.dtype).replace('torch.', '')})"
         return (
-            "from specref.conformance.scenarios import get\n"
-            f"batch = get({self.name!r}).inputs(rows={rows}, seed={seed}, chunk={chunk})"
+            ("import torch\n" if given else "")
+            + "from specref.conformance.scenarios import get\n"
+            + f"batch = get({self.name!r}){given}.inputs(rows={rows}, seed={seed}, chunk={chunk!r})"
         )
 
 
@@ -221,6 +255,12 @@ def _build() -> dict[str, Scenario]:
     out.append(context_free("identical_rows_g2", "every row has the same inputs", p, q, 2, identical_rows=True))
     target, draft = _markov_tables(rng, 5, zero_fraction=0.2)
     out.append(markov("joint_markov_g2", "Markov V=5: first 3 tokens over repeated cycles", target, draft, 2))
+    # Every draft has p = 0 (ratio 0) and sits on the first or last token, where the residual is 0 too: a
+    # non-strict accept test `u <= p/q`, or an inverse CDF that can return token 0 at u = 0, emits a p = 0 token
+    # when u = 0 (probability 2^-24 per fp32 uniform). Exact in every dtype; a correct verifier always emits 1 or 2.
+    p, q = np.array([0.0, 0.375, 0.625, 0.0]), np.array([0.5, 0.0, 0.0, 0.5])
+    out.append(context_free(PROBE, "rare-edge probe: every accept test has p/q = 0", p, q, 1, probe=True,
+                            rows_per_call=1 << 16))  # fmt: skip
     return {s.name: s for s in out}
 
 

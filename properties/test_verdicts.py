@@ -1,0 +1,120 @@
+"""Verdicts that must never be wrong: low-precision verifiers, lossless rules other than exact, lossy adapters.
+
+Each case was misjudged once: a correct bf16 verifier was called non-conforming (the harness expected the float64
+laws), a sample-and-match verifier failed first_token_law (rows were dropped by a rule-specific T0 check before the
+law checks), and an adapter declared lossy that raised was called "lossy by configuration".
+
+False alarms: RUNS runs must pass their statistical checks; each gets the family-wise alpha
+alpha_for("verdicts", RUNS). Power: the undeclared sample-and-match verifier must fail its rule checks; at 20000 rows
+the reject rates differ by more than 0.1 on cf_dense_g4, where the exact binomial detects 0.02 with power 0.999.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from budget import alpha_for
+
+from specref.conformance import Adapter, run
+from specref.conformance.report import LOSSY, NON_CONFORMING, lossless
+
+IMPLS = Path(__file__).parent / "external_impls"
+sys.path.insert(0, str(IMPLS))
+import low_precision  # noqa: E402
+import sample_and_match  # noqa: E402
+
+RUNS = 4  # bf16, fp16, match declared (API), match declared (CLI) -- the undeclared run must fail
+ALPHA = alpha_for("verdicts", RUNS)
+SCENARIOS = ["cf_dense_g4", "cf_zero_support_g3", "cf_near_equal_g4", "cf_equal_g8", "markov_g5", "mixed_batch_g3",
+             "identical_rows_g2", "joint_markov_g2"]  # fmt: skip
+ROWS = 20_000
+
+
+def _run(verifier, seed):
+    return run(verifier, seed=seed, budget_seconds=300, alpha=ALPHA, scenarios=SCENARIOS, rows=ROWS)
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("verifier", [low_precision.BF16, low_precision.FP16], ids=lambda v: v.name)
+def test_a_correct_low_precision_verifier_conforms(verifier):
+    report = _run(verifier, seed=3)
+    assert report.passed, report.summary()
+    assert report.to_dict()["adapter"]["dtype"] == str(verifier.dtype)
+
+
+@pytest.mark.statistical
+def test_declared_sample_and_match_is_lossless():
+    report = _run(sample_and_match.VERIFIER, seed=4)
+    assert report.passed, report.summary()
+    assert report.verdict == lossless("match")
+
+
+@pytest.mark.statistical
+def test_undeclared_sample_and_match_keeps_the_law_but_not_the_exact_rule():
+    report = _run(sample_and_match.verify, seed=5)
+    assert report.verdict == NON_CONFORMING
+    assert report.law_kept, report.summary()
+    failed = {r.name.split("[")[0] for r in report.failures}
+    assert {"reject_rate", "t0_residual_support"} <= failed
+    assert not failed & {"first_token_law", "batch_composition", "joint_law"}, "no law check may fail"
+    assert report.rule_diagnosis["rules"]["match"]["matches"], report.rule_diagnosis
+    assert 0 < report.rule_diagnosis["acceptance_ratio"] < 1
+    words = report.summary()
+    assert "output law kept; acceptance does not follow 'exact'" in words and "matches rule 'match'" in words
+
+
+@pytest.mark.statistical
+def test_cli_exit_codes_follow_the_declared_rule(tmp_path):
+    """Declared: exit 0, verdict 'lossless (declared rule match)'. Undeclared: exit 1, law kept (power as above)."""
+    base = [sys.executable, "-m", "specref.cli", "conform", "--seed", "6", "--rows", "8000", "--budget-seconds",
+            "200", "--alpha", f"{ALPHA:.6g}", "--no-plots", "--scenarios", "cf_dense_g4,markov_g5"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path.cwd()), os.environ.get("PYTHONPATH", "")])}
+    declared = subprocess.run([*base, f"{IMPLS / 'sample_and_match.py'}:VERIFIER", "--report", str(tmp_path / "d"),
+                               "--json", str(tmp_path / "d.json")], capture_output=True, text=True, env=env,
+                              timeout=300)  # fmt: skip
+    assert declared.returncode == 0, declared.stdout + declared.stderr
+    assert json.loads((tmp_path / "d.json").read_text())["verdict"] == lossless("match")
+    undeclared = subprocess.run([*base, f"{IMPLS / 'sample_and_match.py'}:verify", "--report", str(tmp_path / "u")],
+                                capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    assert undeclared.returncode == 1, undeclared.stdout + undeclared.stderr
+    assert "output law kept; acceptance does not follow 'exact'" in undeclared.stdout
+
+
+def _raises(target_probs, draft_probs, draft_tokens, generator):
+    raise RuntimeError("boom")
+
+
+def _emits_p_zero(target_probs, draft_probs, draft_tokens, generator):
+    batch, gamma = draft_tokens.shape
+    out = torch.full((batch, gamma + 1), -1, dtype=torch.int64)
+    out[:, 0] = target_probs[:, 0].argmin(-1)  # a token of target probability 0 wherever the row has one
+    return out
+
+
+@pytest.mark.exact
+@pytest.mark.parametrize("verify", [_raises, _emits_p_zero], ids=["raises", "emits_p_zero"])
+def test_lossy_never_excuses_a_crash_or_a_broken_invariant(verify):
+    adapter = Adapter("lossy-but-broken", verify, lossy=True)
+    report = run(adapter, seed=0, budget_seconds=60, scenarios=["cf_zero_support_g3"], rows=512)
+    assert report.verdict == NON_CONFORMING, report.summary()
+    assert report.verdict != LOSSY
+
+
+@pytest.mark.exact
+def test_checks_that_cannot_fail_spend_no_alpha_and_are_not_passes():
+    from specref.conformance.adapters import reference_adapter
+
+    report = run(reference_adapter(), seed=0, budget_seconds=60, scenarios=["cf_disjoint_g2"], rows=300)
+    untested = [r for r in report.checks if "not_tested" in r.details]
+    assert {r.name for r in untested} >= {"correction_law[cf_disjoint_g2]", "reject_rate[cf_disjoint_g2]"}
+    assert all(r.alpha == 0 and r.details["tier"] == "none" for r in untested)
+    assert "could not fail and were not tested" in report.summary()
+    tested_t2 = [r for r in report.checks if r.details.get("tier") == "T2"]
+    assert [r.name for r in tested_t2] == ["first_token_law[cf_disjoint_g2]"]
+    assert tested_t2[0].alpha == pytest.approx(report.alpha), "the whole budget goes to the one real test"
