@@ -3,15 +3,18 @@
     report = specref.conformance.run(my_verify, seed=0, budget_seconds=300)
     assert report.passed, report.summary()
 
-Plan. Every scenario the adapter's capabilities allow (scenarios.py), the T0 invariants on every call, the T2 laws
-of each scenario (plan.plan_for: checks that cannot fail take no alpha), reproducibility, and token-for-token coupling with the reference engine when
-the adapter accepts injected uniforms. The run's false-alarm budget (alpha, default 1e-3) is split by Bonferroni
-over the T2 checks before any data is seen, then the family is re-verdicted by Holm. T0 checks spend nothing.
+Plan. Every scenario the adapter's capabilities allow (scenarios.py), given as its dtype gives them (rows rounded
+and summing to exactly 1), the T0 invariants on every call, the T2 laws of each scenario under the declared rule
+(plan.plan_for: checks that cannot fail take no alpha), reproducibility, and token-for-token coupling with the
+reference engine when the adapter accepts injected uniforms and declares the exact rule. The run's false-alarm
+budget (alpha, default 1e-3) is split by Bonferroni over the T2 checks before any data is seen, then the family is
+re-verdicted by Holm. T0 checks spend nothing.
 
-Sizing. After one probe call per scenario, each scenario in turn gets an equal share of the time left, and
-stops early at the rows that buy it little more (MAX_ROWS); what it leaves rolls on to the next. A slow adapter
-(a row loop) thus gets the largest N its budget allows, and the report states the TV each check could detect
-at that N.
+Sizing. After one small call per scenario, the rare-edge probe (scenarios.PROBE) runs first, with up to
+PROBE_SHARE of the time, until it reaches its target power or cannot; then each scenario in turn gets an equal share
+of the time left, and stops early at the rows that buy it little more (MAX_ROWS); what it leaves rolls on to the
+next. A slow adapter (a row loop) thus gets the largest N its budget allows, and the report states the TV each check
+could detect at that N.
 """
 
 from __future__ import annotations
