@@ -10,7 +10,7 @@ import numpy as np
 
 from ..stats import CheckResult, ErrorBudget
 from ..stats.record import json_safe
-from . import laws
+from . import laws, precision
 from .adapters import Adapter
 from .plan import DESCRIPTIONS, LAW, RULE, family_of
 
@@ -164,6 +164,7 @@ class Report:
                     "lossy": a.lossy,
                     "notes": a.notes,
                 },
+                "rows_as_given": precision.describe(a.dtype),
                 "law_kept": self.law_kept,
                 "rule_diagnosis": self.rule_diagnosis,
                 "probe": self.probe,
