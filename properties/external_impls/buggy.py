@@ -48,3 +48,10 @@ def accept_le_coarse_coins(target_probs, draft_probs, draft_tokens, generator):
     batch, gamma = draft_tokens.shape
     coins = torch.randint(0, COIN_LEVELS, (batch, gamma), generator=generator).double() / COIN_LEVELS
     return _verify(target_probs, draft_probs, draft_tokens, generator, coins=coins, le=True)
+
+
+def accept_le_fp32(target_probs, draft_probs, draft_tokens, generator):
+    """The non-strict test on ordinary fp32 uniforms (torch.rand): P(u = 0) = 2^-24, so only a designed probe sees it."""
+    batch, gamma = draft_tokens.shape
+    coins = torch.rand(batch, gamma, generator=generator, dtype=torch.float32).double()
+    return _verify(target_probs, draft_probs, draft_tokens, generator, coins=coins, le=True)

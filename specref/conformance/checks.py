@@ -128,6 +128,8 @@ class Tally:
         corr_stratum = state_at[rej]
         if sc.point_mass:
             corr_stratum = corr_stratum * v + batch.draft_tokens[rows_ok[rej], acc[rej]]
+        if rej.any() and "rejection" not in self.examples:  # the example a certain reject_rate failure shows
+            self._count("rejection", np.isin(np.arange(rows), rows_ok[rej]), batch, out, where)
         np.add.at(self.correction, (corr_stratum, last[rows_ok[rej]]), 1)
         np.add.at(self.bonus, (state_at[~rej], last[rows_ok[~rej]]), 1)
         for i in range(g):
@@ -163,7 +165,8 @@ class Tally:
         hits = int(bad.sum())
         if not hits:
             return
-        self.violations[name] += hits
+        if name in self.violations:
+            self.violations[name] += hits
         if name not in self.examples:
             row = int(np.flatnonzero(bad)[0])
             self.examples[name] = {
@@ -191,7 +194,8 @@ class Tally:
             if kind != "reject_rate":
                 raise ValueError(f"kind={kind!r} is not a certain check")
             rejected = int(self.rejected.sum())
-            details = {"z": 0.0, "rejections": rejected, "why": "Z = 0 under the rule: a single rejection is wrong"}
+            details = {"z": 0.0, "rejections": rejected, "why": "Z = 0 under the rule: a single rejection is wrong",
+                       "example": self.examples.get("rejection")}  # fmt: skip
             out.append(t0_result(f"{kind}[{sc.name}]", rejected, int(self.reached.sum()), details))
         return out
 
