@@ -1,9 +1,10 @@
 """What each scenario checks, fixed before any data: the checks that test, those that cannot fail, and why.
 
 Families. Every check answers one of three questions, and the verdict reads them in that order:
-  contract     does the output obey the verify contract? (T0: ids, padding, the prefix equals the drafts, no token
-               of target probability 0, the adapter ran, reproducibility) -- certain checks
-  law          is the output law the target's? (first-token law, joint law): holds for every lossless rule
+  contract     does the output obey the verify contract? (T0: ids, padding, the prefix equals the drafts, the
+               adapter ran, reproducibility) -- certain checks
+  law          is the output law the target's? (first-token law, joint law, and the certain T0 check that no token
+               of target probability 0 is emitted): holds for every lossless rule
   rule         does acceptance follow the declared rule? (reject rate, accepted-length law, tau, correction law,
                bonus law, residual support, coupling with the reference engine, and the joint law of identical
                rows, whose marginal -- the first token given fixed drafts -- is the rule's)
@@ -29,9 +30,9 @@ FAMILY = {
     "t0_valid_ids": CONTRACT,
     "t0_padding": CONTRACT,
     "t0_prefix_is_drafts": CONTRACT,
-    "t0_zero_prob_emitted": CONTRACT,
     "adapter": CONTRACT,
     "reproducibility": CONTRACT,
+    "t0_zero_prob_emitted": LAW,  # certain: a lossless verifier never emits a token of probability 0
     "first_token_law": LAW,
     "point_mass_law": LAW,
     "batch_composition": LAW,
