@@ -85,14 +85,18 @@ def pyproject_settings(rootpath: Path) -> dict:
     path = Path(rootpath) / "pyproject.toml"
     if not path.is_file():
         return {}
+    text = path.read_text()
     try:
         import tomllib
     except ImportError:  # Python 3.10
         try:
             import tomli as tomllib
         except ImportError:
-            return {}  # nothing can be read; the options still work
-    table = tomllib.loads(path.read_text()).get("tool", {}).get("specref", {})
+            if "[tool.specref]" in text:
+                why = "needs Python >= 3.11 or the tomli package; or give the settings as --specref-* options"
+                raise pytest.UsageError(f"specref: reading [tool.specref] in {path} {why}") from None
+            return {}
+    table = tomllib.loads(text).get("tool", {}).get("specref", {})
     unknown = sorted(set(table) - set(KEYS))
     if unknown:
         raise pytest.UsageError(f"specref: [tool.specref] in {path} has unknown keys {unknown}; known: {list(KEYS)}")
