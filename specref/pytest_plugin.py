@@ -1,0 +1,249 @@
+"""pytest plugin: a conformance run as test items, one per check, for engine developers' own CI.
+
+    pytest --specref-impl pkg.module:verify            # or path/to/file.py:attr, or a built-in name
+    pytest --specref-impl batched --specref-rows 20000 --specref-scenarios cf_dense_g4,markov_g5
+
+IMPL is resolved exactly as `specref conform IMPL` resolves it. The run happens once, at collection; each check
+becomes an item `specref[<impl>]::<check>[<scenario>]`: a failure shows the check, its p-value, the TV it could
+detect and a snippet that rebuilds the failing batch; a check that could not fail (it spent no alpha) is skipped
+with its reason. The verdict and the summary are printed at the end of the session.
+
+Settings come from `--specref-*` options, then from `[tool.specref]` in the project's pyproject.toml (options win):
+
+    [tool.specref]
+    impl = "mypkg.spec:verify"     # optional: without it (and without --specref-impl) the plugin adds no items
+    seed = 0
+    budget-seconds = 120
+    alpha = 1e-3                   # the run's family-wise false-alarm probability
+    rows = 20000                   # fixed rows per scenario (reproducible N) instead of sizing by time
+    scenarios = ["cf_dense_g4", "markov_g5"]
+
+The `specref_conformance` fixture returns `run(verify=None, **overrides)`, `specref.conformance.run` with these
+settings as defaults; `verify` is an IMPL string or a verify function / adapter, and it returns the Report.
+Registered through the `pytest11` entry point; without installing specref, load it with `-p specref.pytest_plugin`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+#: [tool.specref] key -> Settings field; the keys are spelled as the CLI flags.
+KEYS = {
+    "impl": "impl",
+    "seed": "seed",
+    "budget-seconds": "budget_seconds",
+    "alpha": "alpha",
+    "rows": "rows",
+    "scenarios": "scenarios",
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    impl: str | None = None
+    seed: int = 0
+    budget_seconds: float = 300.0
+    alpha: float = 1e-3
+    rows: int | None = None
+    scenarios: str | None = None  # comma-separated, as `specref conform --scenarios`
+
+    def validate(self) -> Settings:
+        if not self.budget_seconds > 0:
+            raise pytest.UsageError(f"specref: budget-seconds={self.budget_seconds!r} must be > 0")
+        if not 0 < self.alpha < 1:
+            raise pytest.UsageError(f"specref: alpha={self.alpha!r} must lie in (0, 1)")
+        if self.rows is not None and self.rows < 1:
+            raise pytest.UsageError(f"specref: rows={self.rows!r} must be >= 1")
+        return self
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("specref", "specref conformance (options override [tool.specref] in pyproject.toml)")
+    group.addoption(
+        "--specref-impl",
+        metavar="IMPL",
+        help="run the conformance suite on IMPL: a built-in name, package.module:attr or path/file.py:attr",
+    )
+    group.addoption("--specref-seed", type=int, metavar="N", help="seed of the scenarios and generators (default 0)")
+    group.addoption("--specref-budget-seconds", type=float, metavar="S",
+                    help="time budget; N per check is sized to it (default 300)")  # fmt: skip
+    group.addoption("--specref-alpha", type=float, metavar="A",
+                    help="family-wise false-alarm probability of the run (default 1e-3)")  # fmt: skip
+    group.addoption("--specref-rows", type=int, metavar="N",
+                    help="a fixed N of rows per scenario instead of sizing by time (reproducible N)")  # fmt: skip
+    group.addoption("--specref-scenarios", metavar="A,B", help="run only these scenarios (comma-separated)")
+
+
+def pyproject_settings(rootpath: Path) -> dict:
+    """[tool.specref] of rootpath/pyproject.toml as Settings fields; unknown keys are a usage error."""
+    path = Path(rootpath) / "pyproject.toml"
+    if not path.is_file():
+        return {}
+    text = path.read_text()
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        try:
+            import tomli as tomllib
+        except ImportError:
+            if "[tool.specref]" in text:
+                why = "needs Python >= 3.11 or the tomli package; or give the settings as --specref-* options"
+                raise pytest.UsageError(f"specref: reading [tool.specref] in {path} {why}") from None
+            return {}
+    table = tomllib.loads(text).get("tool", {}).get("specref", {})
+    unknown = sorted(set(table) - set(KEYS))
+    if unknown:
+        raise pytest.UsageError(f"specref: [tool.specref] in {path} has unknown keys {unknown}; known: {list(KEYS)}")
+    out = {KEYS[key]: value for key, value in table.items()}
+    if isinstance(out.get("scenarios"), list):
+        out["scenarios"] = ",".join(map(str, out["scenarios"]))
+    return out
+
+
+def settings_of(config: pytest.Config) -> Settings:
+    """pyproject first, then the options on top."""
+    fields = pyproject_settings(config.rootpath)
+    for name in KEYS.values():
+        value = config.getoption(f"--specref-{name.replace('_', '-')}")
+        if value is not None:
+            fields[name] = value
+    try:
+        return Settings(**fields).validate()
+    except TypeError as error:
+        raise pytest.UsageError(f"specref: bad settings {fields}: {error}") from None
+
+
+def resolve_impl(spec: str, scenarios: str | None):
+    """(adapter, label, scenario list) as `specref conform` resolves them; a bad IMPL is a pytest usage error."""
+    from .conformance.cli import UsageError, resolve, select_scenarios
+
+    try:
+        adapter, label = resolve(spec)
+        return adapter, label, select_scenarios(adapter, scenarios)
+    except UsageError as error:
+        raise pytest.UsageError(f"specref: {error}") from None
+
+
+def conformance_run(settings: Settings, verify=None, **overrides):
+    """specref.conformance.run with `settings` as defaults; verify is an IMPL string or a verify function/adapter."""
+    from .conformance import run
+
+    settings = dataclasses.replace(settings, **overrides).validate() if overrides else settings
+    verify = settings.impl if verify is None else verify
+    if verify is None:
+        raise ValueError("verify=None and no impl in the settings: pass a verify function, an adapter or an IMPL")
+    if isinstance(verify, str):
+        verify, _, scenarios = resolve_impl(verify, settings.scenarios)
+    else:
+        names = settings.scenarios.split(",") if settings.scenarios else []
+        scenarios = [n.strip() for n in names if n.strip()] or None
+    extra = {} if settings.rows is None else {"rows": settings.rows}
+    return run(verify, seed=settings.seed, budget_seconds=settings.budget_seconds, alpha=settings.alpha,
+               scenarios=scenarios, **extra)  # fmt: skip
+
+
+@pytest.fixture
+def specref_conformance(pytestconfig: pytest.Config):
+    """run(verify=None, **overrides) -> Report, with the session's specref settings as defaults."""
+    settings = settings_of(pytestconfig)
+
+    def run(verify=None, **overrides):
+        return conformance_run(settings, verify, **overrides)
+
+    return run
+
+
+# --- the run as items ----------------------------------------------------------------------------------------------
+
+
+class SpecrefCheckFailed(Exception):
+    """A conformance check failed; the message is the full failure text."""
+
+
+class ConformanceRun(pytest.Collector):
+    """One conformance run; its items are its checks. The run itself happens in pytest_collection_modifyitems."""
+
+    def collect(self):
+        return []
+
+
+class CheckItem(pytest.Item):
+    def __init__(self, *, check, record: dict | None = None, error: str | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self.check, self.record, self.error = check, record, error
+
+    def runtest(self) -> None:
+        if self.error is not None:
+            raise SpecrefCheckFailed(self.error)
+        if "not_tested" in self.check.details:
+            pytest.skip(self.check.details["not_tested"])
+        if not self.check.passed:
+            raise SpecrefCheckFailed(failure_text(self.check, self.record))
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, SpecrefCheckFailed):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style)
+
+    def reportinfo(self):
+        return self.path, None, self.name
+
+
+def failure_text(check, record: dict) -> str:
+    """The check, its p-value, alpha and detectable TV, then the report's failure section (with its reproduce
+    snippet, rendered as report.md renders it)."""
+    from .conformance.render import _failure_section
+
+    details = check.details
+    if details.get("tier") == "T2":
+        tv = "n/a" if math.isnan(check.guaranteed_tv) else f"{check.guaranteed_tv:.4g}"
+        head = (f"{check.name} failed ({details.get('family', '')} check): p-value {check.p_value:.3g} <= alpha "
+                f"{check.alpha:.3g}; detectable TV {tv} (power 0.999 at N = {check.n:,})")  # fmt: skip
+    else:
+        head = (f"{check.name} failed ({details.get('family', '')} check, T0): p-value 0, a certain failure "
+                f"({int(check.statistic) if not math.isnan(check.statistic) else 'n/a'} violations in {check.n:,} "
+                "rows); detectable TV: any (one violation suffices)")  # fmt: skip
+    as_dict = next(c for c in record["checks"] if c["name"] == check.name)
+    return "\n".join([head, f"verdict of the run: {record['verdict']}", *_failure_section(as_dict, record)]).rstrip()
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
+    settings = settings_of(config)
+    if settings.impl is None:
+        return
+    adapter, label, _ = resolve_impl(settings.impl, settings.scenarios)
+    run_node = ConformanceRun.from_parent(session, name=f"specref[{label}]", nodeid=f"specref[{label}]")
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(
+            f"specref: running the conformance suite on {settings.impl} (budget {settings.budget_seconds:g} s, "
+            f"alpha {settings.alpha:g}, seed {settings.seed})"
+        )
+    try:
+        report = conformance_run(settings, adapter)  # scenarios validated by resolve_impl
+    except Exception:  # noqa: BLE001 -- the adapter's failures are verdicts inside run(); this is specref's bug
+        error = "internal error of specref (a bug in specref, not a verdict on the implementation):\n"
+        items.append(CheckItem.from_parent(run_node, name="run", check=None, error=error + traceback.format_exc()))
+        return
+    record = report.to_dict()
+    record["spec"] = settings.impl
+    config.stash[_REPORT] = report
+    items.extend(CheckItem.from_parent(run_node, name=check.name, check=check, record=record)
+                 for check in report.checks)  # fmt: skip
+
+
+_REPORT = pytest.StashKey()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    report = config.stash.get(_REPORT, None)
+    if report is not None:
+        terminalreporter.section("specref conformance")
+        for line in report.summary().splitlines():
+            terminalreporter.write_line(line)
