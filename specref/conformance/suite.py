@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     builtins = [] if args.mutants_only else list(available)
     mutants = list(CATALOGUE)
     # Built-ins this machine lacks a package for: a usage error when asked for by name, else named once and skipped.
-    unavailable = {n: missing(*r) for n, r in ADAPTER_REQUIREMENTS.items() if n not in available and missing(*r)}
+    unavailable = {n: absent for n, r in ADAPTER_REQUIREMENTS.items() if n not in available and (absent := missing(*r))}
     if args.only:
         wanted = [n.strip() for n in args.only.split(",") if n.strip()]
         for name in wanted:
