@@ -26,6 +26,9 @@ TIERS = ("exact", "statistical", "hypothesis_stat")  # cheapest and most certain
 def properties(session: nox.Session) -> None:
     """The CI suite by tier (exact, statistical, Hypothesis), then a quick CPU pass of gpu_tests.
 
+    The exact tier includes properties/test_minimal_install.py: a venv with the core dependencies and torch only
+    (no extras), in which the CLI must run a short conformance check, write its report and exit with its verdict.
+
     With posargs, one pytest run with them instead of the tiers (e.g. `nox -s properties -- -k coupling`).
     """
     install(session, "test,transformers,plots", TORCH_CPU, TRITON)

@@ -1,4 +1,4 @@
-"""T1: DESIGN.md's two worked cases, with their exact probabilities."""
+"""T1: the two worked cases of specref.worked, with their exact probabilities."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The batched engine: exact speculative sampling for B sequences at once, in torch (CPU or CUDA).
 
-It follows the verify contract (DESIGN.md) and the sampling convention of `specref.randomness`, so that with the
-same uniforms it emits the same tokens as `specref.reference`, token for token, on float64 inputs:
+It follows the verify contract (`specref.conformance.adapters`) and the sampling convention of `specref.randomness`,
+so that with the same uniforms it emits the same tokens as `specref.reference`, token for token, on float64 inputs:
 
   * uniforms [B, g+1]: u_i (i < g) feeds the accept test of draft i as u_i < p_i(d_i) / q_i(d_i), strictly;
     u_g feeds the one final draw (correction or bonus), also for rows with fewer drafts (num_draft);

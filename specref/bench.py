@@ -27,9 +27,14 @@ import statistics
 import time
 from pathlib import Path
 
-import torch
+from .extras import TORCH, TRANSFORMERS, exit_if_missing
 
-from . import batched, kernels
+if __name__ == "__main__":  # before torch is imported: the baselines need transformers, checked before any timing
+    exit_if_missing("python -m specref.bench", TORCH, TRANSFORMERS)
+
+import torch  # noqa: E402
+
+from . import batched, kernels  # noqa: E402
 
 GRID = {"batch": (1, 64, 512), "gamma": (1, 4, 8), "vocab": (32000, 128256), "dtype": ("fp32", "bf16")}
 QUICK = [(64, 4, 32000, "fp32"), (1, 1, 32000, "bf16"), (64, 4, 32000, "bf16")]
@@ -276,6 +281,7 @@ def main(argv=None) -> int:
     parser.add_argument("--hf-rows", type=int, default=16, help="rows timed for the transformers loop")
     parser.add_argument("--only-dtype", choices=sorted(DTYPES), help="run only the grid cases of this dtype")
     args = parser.parse_args(argv)
+    exit_if_missing(parser.prog, TRANSFORMERS)  # main() called directly, not through `python -m`
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     timer = Timer(device, args.repeats)

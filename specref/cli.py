@@ -10,7 +10,7 @@ from . import __version__
 
 
 def demo(args: argparse.Namespace) -> int:
-    """Run DESIGN.md's worked cases: the exact law from enumeration beside seeded sampled frequencies."""
+    """Run the worked cases of specref.worked: the exact law from enumeration beside seeded sampled frequencies."""
     from . import exact, reference, worked
     from .randomness import Sampled
 
@@ -27,22 +27,11 @@ def demo(args: argparse.Namespace) -> int:
 
 
 def add_conform(sub) -> None:
-    """`specref conform` (specref.conformance.cli); without torch, a stub that says what to install."""
-    try:
-        from .conformance.cli import add_parser
-    except ImportError as error:  # torch is an optional dependency; `demo` must work without it
-        message = str(error)
-        p_conform = sub.add_parser("conform", help="check an implementation (needs torch)")
-        p_conform.add_argument("rest", nargs=argparse.REMAINDER)
-        p_conform.set_defaults(func=lambda args: _missing(message))
-        return
+    """`specref conform` (specref.conformance.cli). Building the parser imports no torch: a missing package is
+    reported by the command itself, at once, with the pip command that installs it (specref.extras)."""
+    from .conformance.cli import add_parser
+
     add_parser(sub)
-
-
-def _missing(message: str) -> int:
-    print(f"specref conform: error: {message}; install the extras: pip install 'specref[transformers,plots]'",
-          file=sys.stderr)  # fmt: skip
-    return 2
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,7 +7,8 @@
   4. measured tau against tau predicted from the models' own p/q along the generated contexts, for g in {1,2,4,8};
   5. speed: plain target sampling against speculative generation, with the latency model (T_draft + T_verify)/tau.
 All statistical checks share one false-alarm budget of 1e-3 (Bonferroni, specref.stats.ErrorBudget).
-Writes DIR/e2e.md, DIR/e2e.json and DIR/e2e.png. Exit code 0 when every check came out as expected.
+Writes DIR/e2e.json and DIR/e2e.md, then DIR/e2e.png (optional: without matplotlib the run says so at the start and
+draws none). Exit code 0 when every check came out as expected; 2 at once when torch or transformers is missing.
 """
 
 from __future__ import annotations
@@ -22,6 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from .extras import MATPLOTLIB, TORCH, TRANSFORMERS, exit_if_missing, notice  # noqa: E402
+
+if __name__ == "__main__":  # before the imports below, which need both
+    exit_if_missing("python -m specref.e2e", TORCH, TRANSFORMERS)
 
 import torch  # noqa: E402
 
@@ -126,7 +132,7 @@ def run_cross(target, draft, plan: Plan, alphas: list[float], seed: int) -> list
     return out
 
 
-def run(plan: Plan, out_dir: Path, seed: int) -> dict:
+def run(plan: Plan, out_dir: Path, seed: int, plots: bool = True) -> dict:
     torch.set_num_threads(1)  # stable timings on a shared machine; the models are tiny
     report: dict = {"plan": plan.__dict__, "seed": seed, "torch": torch.__version__}
     import transformers
@@ -197,7 +203,7 @@ def run(plan: Plan, out_dir: Path, seed: int) -> dict:
     report["all_as_expected"] = all(c["as_expected"] for c in checks) and all(
         report["models"]["rebuild_bit_for_bit"].values()
     )
-    write_reports(report, out_dir)
+    write_reports(report, out_dir, plots=plots)
     return report
 
 
@@ -207,10 +213,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("reports/e2e"), help="report directory")
     parser.add_argument("--seed", type=int, default=20261130)
     args = parser.parse_args(argv)
+    exit_if_missing(parser.prog, TORCH, TRANSFORMERS)  # main() called directly, not through `python -m`
+    note = notice(plots=True, progress=False)
+    if note:
+        print(f"{parser.prog}: {note}", file=sys.stderr, flush=True)
     import transformers
 
     transformers.utils.logging.set_verbosity_error()
-    report = run(QUICK if args.quick else Plan(), args.out, args.seed)
+    report = run(QUICK if args.quick else Plan(), args.out, args.seed, plots=MATPLOTLIB.available)
     print(json.dumps({"all_as_expected": report["all_as_expected"], "out": str(args.out)}))
     return 0 if report["all_as_expected"] else 1
 

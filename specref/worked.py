@@ -1,4 +1,4 @@
-"""DESIGN.md's two worked cases on a tiny word vocabulary, with exact rational laws.
+"""Two worked cases on a tiny word vocabulary, with exact rational laws.
 
 Target (p) and draft (q) are order-2 Markov tables over words. Rows not listed are uniform.
 """

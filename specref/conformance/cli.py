@@ -8,8 +8,13 @@ IMPL is a built-in name (`specref conform --list`), `package.module:attr` or `pa
 conforming; 1 non-conforming (a check failed, the adapter raised, hung or returned malformed output, or the rule is
 lossy by configuration); 2 usage error; 3 (an extension) an internal error of specref itself, never a verdict.
 
-Extensions of the public CLI (DESIGN.md): --alpha (the run's family-wise false-alarm probability, default 1e-3),
---scenarios a,b (run only these scenarios), --no-plots (skip the PNGs).
+Extensions: --alpha (the run's family-wise false-alarm probability, default 1e-3), --scenarios a,b (run only
+these scenarios), --rows N (a fixed N per scenario), --no-plots (skip the PNGs).
+
+Packages the run needs (torch; transformers for the transformers adapters; an engine's own package for a peer) are
+checked before it starts: a missing one is a usage error (exit 2) naming the pip command. Without matplotlib or
+tqdm the run says so once and writes no PNGs or no progress bar. report.json and report.md are written before the
+plots, so a failed plot never costs the verdict or the report.
 """
 
 from __future__ import annotations
@@ -24,6 +29,17 @@ import shutil
 import sys
 import traceback
 from pathlib import Path
+
+from ..extras import (
+    ADAPTER_REQUIREMENTS,
+    MATPLOTLIB,
+    TORCH,
+    MissingDependency,
+    adapter_requirements,
+    missing,
+    notice,
+    require,
+)
 
 EXIT_CONFORMING, EXIT_NON_CONFORMING, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -61,6 +77,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 def conform(args: argparse.Namespace) -> int:
     try:
         if args.list:
+            require("--list", TORCH)
             print(list_builtins())
             return EXIT_CONFORMING
         if not args.impl:
@@ -72,23 +89,42 @@ def conform(args: argparse.Namespace) -> int:
             raise UsageError(f"--alpha={args.alpha!r} must lie in (0, 1)")
         if args.rows is not None and args.rows < 1:
             raise UsageError(f"--rows={args.rows!r} must be >= 1")
+        require(f"IMPL={args.impl!r}", *adapter_requirements(args.impl))  # before torch is imported
         adapter, label = resolve(args.impl)
         scenarios = select_scenarios(adapter, args.scenarios)
-    except UsageError as error:
+        out_dir = args.report or os.path.join("reports", label)
+        _check_writable(out_dir, "--report")
+        if args.json not in (None, "-"):
+            _check_writable(str(Path(args.json).parent), "--json")
+    except (UsageError, MissingDependency) as error:
         print(f"specref conform: error: {error}", file=sys.stderr)
         return EXIT_USAGE
+    plots = not args.no_plots
+    note = notice(plots=plots, progress=sys.stderr.isatty())
+    if note:
+        print(f"specref conform: {note}", file=sys.stderr)
     return run_and_report(
         adapter,
         spec=args.impl,
-        out_dir=args.report or os.path.join("reports", label),
+        out_dir=out_dir,
         json_file=args.json,
         seed=args.seed,
         budget_seconds=args.budget_seconds,
         alpha=args.alpha,
         scenarios=scenarios,
         rows=args.rows,
-        plots=not args.no_plots,
+        plots=plots and MATPLOTLIB.available,
     )
+
+
+def _check_writable(folder: str, flag: str) -> None:
+    """Create folder now: an unwritable report path is a usage error before the run, not a lost verdict after."""
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"{flag}: cannot create {folder!r}: {error.strerror or error}") from None
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"{flag}: {folder!r} is not writable")
 
 
 def run_and_report(adapter, *, spec, out_dir, json_file=None, seed=0, budget_seconds=300.0, alpha=1e-3,
@@ -126,8 +162,9 @@ def run_and_report(adapter, *, spec, out_dir, json_file=None, seed=0, budget_sec
 def list_builtins() -> str:
     from .adapters import builtin_adapters
 
+    builtins = builtin_adapters()
     lines = ["built-in implementations (specref conform NAME):"]
-    for name, factory in builtin_adapters().items():
+    for name, factory in builtins.items():
         try:
             adapter = factory()
         except Exception as error:  # noqa: BLE001 -- a listing must not die on one unavailable built-in
@@ -140,8 +177,13 @@ def list_builtins() -> str:
         if getattr(adapter, "expected_conforming", True) is False:
             tags.append("a deliberate bug")
         lines.append(f"  {name:<28} {about.split(';')[0].split('. ')[0]} [{', '.join(tags)}]")
-    lines.append("GPU-only peers (vllm, flashinfer, sglang) are listed only where their package imports and CUDA "
-                 "is present.")  # fmt: skip
+    for name, requirements in ADAPTER_REQUIREMENTS.items():
+        absent = missing(*requirements)
+        if name not in builtins and absent:
+            lines.append(f"  {name:<28} (needs {', '.join(r.module for r in absent)}: "
+                         f"{' && '.join(dict.fromkeys(r.install for r in absent))})")  # fmt: skip
+    lines.append("GPU-only peers (vllm, flashinfer, sglang) run only where their package imports and CUDA is "
+                 "present.")  # fmt: skip
     return "\n".join(lines)
 
 

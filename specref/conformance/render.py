@@ -14,11 +14,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
+from ..extras import MATPLOTLIB
 from .checks import DESCRIPTIONS
 from .report import Report, kind_of
 
@@ -35,22 +37,43 @@ PLOT_FILES = {"first": "first_token.png", "length": "accepted_length.png", "reje
 
 
 def write_report(report: Report, out_dir: str | os.PathLike, *, spec: str | None = None, plots: bool = True) -> dict:
-    """Write report.md, report.json and (plots=True) the PNGs into out_dir; returns {kind: path}.
+    """Write report.json and report.md, then (plots=True) the PNGs, into out_dir; returns {kind: path}.
 
     spec: how the implementation was named on the command line (`batched`, `pkg.mod:attr`, `file.py:attr`); it goes
-    into report.json and into the reproduction snippets of report.md.
+    into report.json and into the reproduction snippets of report.md. The report is written before the plots, which
+    are optional: without matplotlib, or when drawing fails, a note goes to stderr and the report stands as written.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     record = report.to_dict()
     record["spec"] = spec
     paths = {"json": out / "report.json", "md": out / "report.md"}
+    _write_record(record, paths)
     if plots:
-        paths.update(write_plots(record, out))
+        drawn = _try_plots(record, out)
+        if drawn:
+            paths.update(drawn)
+            _write_record(record, paths)  # again, now listing and showing the PNGs
+    return {kind: str(path) for kind, path in paths.items()}
+
+
+def _write_record(record: dict, paths: dict) -> None:
     record["files"] = sorted(p.name for p in paths.values())
     paths["json"].write_text(json.dumps(record, indent=1) + "\n")
     paths["md"].write_text(render_markdown(record))
-    return {kind: str(path) for kind, path in paths.items()}
+
+
+def _try_plots(record: dict, out: Path) -> dict[str, Path]:
+    """write_plots, or {} with a note on stderr: a plot may cost its own file, never the report."""
+    if not MATPLOTLIB.available:
+        print(f"specref: no PNG plots in {out}: matplotlib is not installed ({MATPLOTLIB.install})", file=sys.stderr)
+        return {}
+    try:
+        return write_plots(record, out)
+    except Exception as error:  # noqa: BLE001 -- any plotting failure; the report is already on disk
+        print(f"specref: no PNG plots in {out}: {type(error).__name__}: {error} (the report is complete without them)",
+              file=sys.stderr)  # fmt: skip
+        return {}
 
 
 # --- report.md -----------------------------------------------------------------------------------------------------
@@ -363,8 +386,6 @@ def rebuild(root: str | os.PathLike) -> Path:
 
 
 if __name__ == "__main__":  # python -m specref.conformance.render [reports]
-    import sys
-
     print(rebuild(sys.argv[1] if len(sys.argv) > 1 else "reports"))
 
 

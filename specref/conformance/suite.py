@@ -9,6 +9,10 @@ they can run) at the CLI's default budget, then every mutant of specref.mutants.
 reports/index.md and reports/mutants.md (which checks caught each mutant, whether the check designed for it was
 among them, and the wall time of its run). Exit 0 when every built-in gets its expected verdict (conforming, or
 lossy by configuration for the lossy ones) and every mutant is flagged by a check designed for it; else 1.
+
+Optional packages are checked at the start: a built-in whose package is missing is named and skipped (exit 2 when
+asked for by --only), and without matplotlib the suite says so once and draws no PNGs. Each report.json and
+report.md is written before its plots, and index.md last, so neither can cost a verdict.
 """
 
 from __future__ import annotations
@@ -20,10 +24,15 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import run
-from .adapters import as_adapter, builtin_adapters
-from .render import write_index, write_report
-from .report import CONFORMING, LOSSY, NON_CONFORMING
+from ..extras import ADAPTER_REQUIREMENTS, MATPLOTLIB, TORCH, MissingDependency, exit_if_missing, missing, notice
+
+if __name__ == "__main__":  # before torch is imported below
+    exit_if_missing("python -m specref.conformance.suite", TORCH)
+
+from . import run  # noqa: E402
+from .adapters import as_adapter, builtin_adapters  # noqa: E402
+from .render import write_index, write_report  # noqa: E402
+from .report import CONFORMING, LOSSY, NON_CONFORMING  # noqa: E402
 
 HARNESS_ERROR = "harness error"
 BUILTIN_BUDGET_SECONDS = 150.0  # half the CLI default (300 s), so the whole suite runs in about 20 minutes
@@ -68,7 +77,13 @@ def run_one(adapter, out_dir: Path, *, spec: str, seed: int, budget_seconds: flo
 
 
 def run_builtins(
-    out: Path, names: list[str], *, seed: int, budget_seconds: float, mutant_budget: float = MUTANT_BUDGET_SECONDS
+    out: Path,
+    names: list[str],
+    *,
+    seed: int,
+    budget_seconds: float,
+    mutant_budget: float = MUTANT_BUDGET_SECONDS,
+    plots: bool = True,
 ) -> list[Outcome]:
     """The built-ins at budget_seconds each; those that are deliberate bugs (pipeline mutants) at mutant_budget."""
     outcomes = []
@@ -80,7 +95,7 @@ def run_builtins(
         expected = LOSSY if lossy else NON_CONFORMING if buggy else CONFORMING
         budget = min(budget_seconds, mutant_budget) if buggy else budget_seconds
         _say(f"[builtin] {name}: running (budget {budget:g} s, expected {expected})")
-        report, wall, error = run_one(adapter, out / name, spec=name, seed=seed, budget_seconds=budget)
+        report, wall, error = run_one(adapter, out / name, spec=name, seed=seed, budget_seconds=budget, plots=plots)
         outcome = Outcome(name, error or report.verdict, expected, [] if error else report.caught_by(), wall, budget,
                           measured_tv=report.measured_tv() if lossy and not error else None)  # fmt: skip
         outcomes.append(outcome)
@@ -90,7 +105,7 @@ def run_builtins(
     return outcomes
 
 
-def run_mutants(out: Path, names: list[str], *, seed: int, budget_seconds: float) -> list[Outcome]:
+def run_mutants(out: Path, names: list[str], *, seed: int, budget_seconds: float, plots: bool = True) -> list[Outcome]:
     from ..mutants import CATALOGUE
 
     outcomes = []
@@ -98,7 +113,7 @@ def run_mutants(out: Path, names: list[str], *, seed: int, budget_seconds: float
         mutant = CATALOGUE[name]
         spec = f"{mutant.verify.__module__}:{mutant.verify.__name__}"  # also a valid `specref conform` IMPL
         report, wall, error = run_one(as_adapter(mutant), out / "mutants" / name, spec=spec, seed=seed,
-                                      budget_seconds=budget_seconds)  # fmt: skip
+                                      budget_seconds=budget_seconds, plots=plots)  # fmt: skip
         expected = LOSSY if mutant.lossy else NON_CONFORMING
         outcome = Outcome(name, error or report.verdict, expected, [] if error else report.caught_by(), wall,
                           budget_seconds, designed_for=list(mutant.caught_by), bug_class=mutant.bug_class,
@@ -169,24 +184,44 @@ def main(argv: list[str] | None = None) -> int:
     for label, value in (("--budget-seconds", builtin_budget), ("--mutant-budget-seconds", mutant_budget)):
         if not value > 0:
             parser.error(f"{label}={value!r} must be > 0")
-    builtins = [] if args.mutants_only else list(builtin_adapters())
+    available = builtin_adapters()
+    builtins = [] if args.mutants_only else list(available)
     mutants = list(CATALOGUE)
+    # Built-ins this machine lacks a package for: a usage error when asked for by name, else named once and skipped.
+    unavailable = {n: absent for n, r in ADAPTER_REQUIREMENTS.items() if n not in available and (absent := missing(*r))}
     if args.only:
         wanted = [n.strip() for n in args.only.split(",") if n.strip()]
-        unknown = [n for n in wanted if n not in builtin_adapters() and n not in CATALOGUE]
+        for name in wanted:
+            if name in unavailable:
+                parser.exit(2, f"{parser.prog}: error: {MissingDependency(f'--only {name}', unavailable[name])}\n")
+        unknown = [n for n in wanted if n not in available and n not in CATALOGUE]
         if unknown:
-            parser.error(f"--only: unknown {unknown}; built-ins {list(builtin_adapters())}, mutants {list(CATALOGUE)}")
+            parser.error(f"--only: unknown {unknown}; built-ins {list(available)}, mutants {list(CATALOGUE)}")
         builtins = [n for n in builtins if n in wanted]
         mutants = [n for n in mutants if n in wanted]
-
+    elif builtins:
+        by_install: dict[str, list[str]] = {}
+        for name, absent in unavailable.items():
+            by_install.setdefault(" && ".join(r.install for r in absent), []).append(name)
+        for install, names in by_install.items():
+            _say(f"suite: skipping {', '.join(names)}: not installed here ({install})")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    note = notice(plots=True, progress=False)
+    if note:
+        _say(f"suite: {note}")
+    plots = MATPLOTLIB.available
+
     started = time.perf_counter()
-    outcomes = run_builtins(out, builtins, seed=args.seed, budget_seconds=builtin_budget, mutant_budget=mutant_budget)
-    mutant_outcomes = run_mutants(out, mutants, seed=args.seed, budget_seconds=mutant_budget)
+    outcomes = run_builtins(out, builtins, seed=args.seed, budget_seconds=builtin_budget, mutant_budget=mutant_budget,
+                            plots=plots)  # fmt: skip
+    mutant_outcomes = run_mutants(out, mutants, seed=args.seed, budget_seconds=mutant_budget, plots=plots)
     if mutant_outcomes:
         _say(f"wrote {write_mutants_md(out, mutant_outcomes, seed=args.seed, budget_seconds=mutant_budget)}")
-    _say(f"wrote {write_index(out)}")
+    try:  # the index is optional: rebuilt from the report.json files, which are all written by now
+        _say(f"wrote {write_index(out)}")
+    except Exception as error:  # noqa: BLE001
+        _say(f"suite: {out / 'index.md'} not written: {type(error).__name__}: {error}")
     everything = outcomes + mutant_outcomes
     bad = [o.name for o in everything if not o.ok]
     _say(f"suite: {len(everything) - len(bad)}/{len(everything)} as expected in {time.perf_counter() - started:.0f} s"

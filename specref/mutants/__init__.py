@@ -1,4 +1,4 @@
-"""The mutant catalogue: deliberately wrong verifiers, one per bug class seen in real engines (DESIGN.md), plus
+"""The mutant catalogue: deliberately wrong verifiers, one per bug class seen in real engines, plus
 rules that are lossy by configuration. `nox -s mutants` runs the conformance suite on each and checks that the
 checks named in `caught_by` flag it.
 
@@ -22,7 +22,7 @@ from . import bugs, lossy
 @dataclass
 class Mutant:
     name: str
-    bug_class: str  # a heading of DESIGN.md's "Bug classes seen in real engines"
+    bug_class: str  # the kind of bug: Target law, Draft law, Zero edges, Randomness, ...
     description: str
     verify: Callable  # the verify contract
     caught_by: list[str]  # conformance check names expected to flag it
@@ -71,19 +71,19 @@ _ENTRIES = [
         bugs.drafts_as_one_hot,
         "Draft law",
         ["reject_rate", "accepted_length_law", "mean_tau"],
-        "DESIGN.md: sampled drafts passed as one-hot",
+        "bug class: sampled drafts passed as one-hot",
     ),
     _entry(
         bugs.residual_at_drafted_token,
         "Draft law",
         ["correction_law", "first_token_law"],
-        "DESIGN.md: residual taken only at the drafted token",
+        "bug class: residual taken only at the drafted token",
     ),
     _entry(
         bugs.residual_paired_by_position,
         "Draft law",
         ["correction_law", "first_token_law"],
-        "DESIGN.md: residual entries paired by position instead of token id",
+        "bug class: residual entries paired by position instead of token id",
     ),
     _entry(
         bugs.u_zero_accepts_zero_prob,
@@ -95,7 +95,7 @@ _ENTRIES = [
         bugs.nan_ratio_accepted,
         "Zero edges",
         ["t0_zero_prob_emitted"],
-        "DESIGN.md: 0/0 gives NaN and the NaN is accepted",
+        "bug class: 0/0 gives NaN and the NaN is accepted",
     ),
     _entry(
         bugs.empty_residual_out_of_vocab,
@@ -113,13 +113,13 @@ _ENTRIES = [
         bugs.residual_floor_eps,
         "Residual normalisation",
         ["t0_zero_prob_emitted", "correction_law"],
-        "DESIGN.md: clamp(min=eps) leaks mass to p = 0 tokens",
+        "bug class: clamp(min=eps) leaks mass to p = 0 tokens",
     ),
     _entry(
         bugs.continue_after_reject,
         "Control flow",
         ["t0_prefix_is_drafts"],
-        "DESIGN.md: acceptance continues after the first rejection",
+        "bug class: acceptance continues after the first rejection",
     ),
     _entry(
         bugs.count_all_accepts,
@@ -131,45 +131,45 @@ _ENTRIES = [
         bugs.bonus_wrong_row,
         "Control flow",
         ["bonus_law"],
-        "DESIGN.md: bonus token drawn from the wrong row",
+        "bug class: bonus token drawn from the wrong row",
     ),
     _entry(
         bugs.bonus_missing,
         "Control flow",
         ["accepted_length_law", "mean_tau", "bonus_law"],
-        "DESIGN.md: bonus missing after all accepts",
+        "bug class: bonus missing after all accepts",
     ),
     _entry(
         bugs.placeholder_as_index,
         "Control flow",
         ["t0_padding", "ragged_law"],
-        "DESIGN.md: -1 placeholder drafts used as indices (vLLM PLACEHOLDER_TOKEN_ID)",
+        "bug class: -1 placeholder drafts used as indices (vLLM PLACEHOLDER_TOKEN_ID)",
         ragged=True,
     ),
     _entry(
         bugs.point_mass_keeps_draft,
         "Draft law",
         ["point_mass_law"],
-        "DESIGN.md: point-mass drafts (ngram / prompt-lookup proposers)",
+        "bug class: point-mass drafts (ngram / prompt-lookup proposers)",
         point_mass=True,
     ),
     _entry(
         bugs.shared_uniform_positions,
         "Randomness",
         ["accepted_length_law", "joint_law", "mean_tau"],
-        "DESIGN.md: one uniform shared across positions",
+        "bug class: one uniform shared across positions",
     ),
     _entry(
         bugs.shared_uniform_rows,
         "Randomness",
         ["row_independence"],
-        "DESIGN.md: one uniform shared across rows",
+        "bug class: one uniform shared across rows",
     ),
     _entry(
         bugs.seed_ignored,
         "Randomness",
         ["reproducibility"],
-        "DESIGN.md: seeds ignored",
+        "bug class: seeds ignored",
     ),
     _entry(
         bugs.batch_composition,

@@ -1,4 +1,4 @@
-"""Deliberately wrong verifiers, one per bug class seen in real engines (DESIGN.md), each a one-step change of the
+"""Deliberately wrong verifiers, one per bug class seen in real engines, each a one-step change of the
 exact skeleton in `core`. Every function follows the verify contract; `uniforms=` ([B, g+1]) is accepted for
 deterministic tests but not declared to the harness, which runs the mutants as black boxes.
 """
