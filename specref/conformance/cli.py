@@ -77,18 +77,32 @@ def conform(args: argparse.Namespace) -> int:
     except UsageError as error:
         print(f"specref conform: error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    return run_and_report(
-        adapter,
-        spec=args.impl,
-        out_dir=args.report or os.path.join("reports", label),
-        json_file=args.json,
-        seed=args.seed,
-        budget_seconds=args.budget_seconds,
-        alpha=args.alpha,
-        scenarios=scenarios,
-        rows=args.rows,
-        plots=not args.no_plots,
+    return _leave_if_abandoned(
+        run_and_report(
+            adapter,
+            spec=args.impl,
+            out_dir=args.report or os.path.join("reports", label),
+            json_file=args.json,
+            seed=args.seed,
+            budget_seconds=args.budget_seconds,
+            alpha=args.alpha,
+            scenarios=scenarios,
+            rows=args.rows,
+            plots=not args.no_plots,
+        )
     )
+
+
+def _leave_if_abandoned(code: int) -> int:
+    """Exit at once (after flushing) when a hung call was abandoned in a thread (thread mode: CUDA adapters): that
+    thread returning into a finalising interpreter aborts the process (exit 134), after the verdict was printed."""
+    from .calls import abandoned_threads
+
+    if abandoned_threads():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 def run_and_report(adapter, *, spec, out_dir, json_file=None, seed=0, budget_seconds=300.0, alpha=1e-3,
