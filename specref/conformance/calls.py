@@ -80,20 +80,24 @@ def _broadcast(array: np.ndarray) -> bool:
     return array.ndim == 3 and array.strides[:2] == (0, 0)
 
 
-def _tensor(array: np.ndarray, dtype: torch.dtype, device: str) -> torch.Tensor:
-    if _broadcast(array):
-        row = torch.from_numpy(np.array(array[0, 0])).to(dtype)
-        return row.to(device).expand(array.shape).contiguous()
-    return torch.from_numpy(np.ascontiguousarray(array)).to(dtype, copy=True).to(device)  # copy: never the caller's
-
-
-def _seen(array: np.ndarray | None, dtype: torch.dtype) -> np.ndarray | None:
-    """The numbers the adapter receives after the cast to its dtype, in float64."""
+def _cast(array: np.ndarray | None, dtype: torch.dtype) -> tuple[tuple | None, np.ndarray | None]:
+    """Cast once to the adapter's dtype: (its bytes, packed to build the adapter's tensor from, the same numbers in
+    float64 for the T0 checks). Bytes, since numpy has no bfloat16; a broadcast row is cast and packed once."""
     if array is None:
-        return None
+        return None, None
     if _broadcast(array):
-        return np.broadcast_to(torch.from_numpy(np.array(array[0, 0])).to(dtype).double().numpy(), array.shape)
-    return torch.from_numpy(np.ascontiguousarray(array)).to(dtype).double().numpy()
+        row = torch.from_numpy(np.array(array[0, 0])).to(dtype)  # [V]
+        seen = np.broadcast_to(row.to(torch.float64, copy=True).numpy(), array.shape)
+        return ("row", row.view(torch.uint8).numpy(), array.shape), seen
+    cast = torch.from_numpy(np.ascontiguousarray(array)).to(dtype, copy=True)  # copy: never the caller's array
+    return ("array", cast.view(torch.uint8).numpy()), cast.to(torch.float64, copy=True).numpy()
+
+
+def _tensor(packed: tuple | None, dtype: torch.dtype, device: str) -> torch.Tensor | None:
+    if packed is None:
+        return None
+    cast = torch.from_numpy(packed[1]).view(dtype).to(device)
+    return cast.expand(packed[2]).contiguous() if packed[0] == "row" else cast
 
 
 def call_inputs(
@@ -109,21 +113,18 @@ def call_inputs(
 
     num_draft is passed only to a ragged adapter and only when some row drafts fewer than g tokens.
     """
-    return _arguments(_job(batch, generator_seed, dtype, device, ragged, uniforms))
+    return _arguments(_job(batch, generator_seed, dtype, device, ragged, uniforms)[0])
 
 
-def _job(batch: Batch, generator_seed: int, dtype, device, ragged: bool, uniforms) -> dict:
-    """What the adapter's arguments are built from, small enough to send to a worker (no [B, g+1, V] copies)."""
-
-    def pack(array):
-        if array is None:
-            return None
-        return ("row", np.array(array[0, 0]), array.shape) if _broadcast(array) else ("array", array)
-
+def _job(batch: Batch, generator_seed: int, dtype, device, ragged: bool, uniforms) -> tuple[dict, tuple]:
+    """(what the adapter's arguments are built from, small enough to send to a worker: no [B, g+1, V] copy of a
+    broadcast row; the (target, draft) probabilities as the adapter will see them, in float64)."""
+    target, target_seen = _cast(batch.target_probs, dtype)
+    draft, draft_seen = _cast(batch.draft_probs, dtype)
     num_draft = batch.num_draft if ragged and (batch.num_draft < batch.draft_tokens.shape[1]).any() else None
-    return {
-        "target": pack(batch.target_probs),
-        "draft": pack(batch.draft_probs),
+    job = {
+        "target": target,
+        "draft": draft,
         "tokens": batch.draft_tokens,
         "num_draft": num_draft,
         "uniforms": uniforms,
@@ -131,18 +132,14 @@ def _job(batch: Batch, generator_seed: int, dtype, device, ragged: bool, uniform
         "device": str(device),
         "generator_seed": int(generator_seed),
     }
+    return job, (target_seen, draft_seen)
 
 
 def _arguments(job: dict) -> tuple[tuple, dict]:
-    def unpack(packed):
-        if packed is None:
-            return None
-        array = np.broadcast_to(packed[1], packed[2]) if packed[0] == "row" else packed[1]
-        return _tensor(array, job["dtype"], job["device"])
-
-    device = job["device"]
+    device, dtype = job["device"], job["dtype"]
     generator = torch.Generator(device=device).manual_seed(job["generator_seed"])
-    args = (unpack(job["target"]), unpack(job["draft"]), torch.from_numpy(job["tokens"].copy()).to(device), generator)
+    target, draft = _tensor(job["target"], dtype, device), _tensor(job["draft"], dtype, device)
+    args = (target, draft, torch.from_numpy(job["tokens"].copy()).to(device), generator)
     kwargs = {}
     if job["num_draft"] is not None:
         kwargs["num_draft"] = torch.from_numpy(job["num_draft"].copy()).to(device)
@@ -249,8 +246,7 @@ class Caller:
         Raises AdapterFailure (kind 'exception', 'malformed', 'hang' or 'crash'), with `where` as its call.
         """
         dtype = dtype or self.adapter.dtype
-        job = _job(batch, generator_seed, dtype, self.adapter.device, self.adapter.ragged, uniforms)
-        seen = (_seen(batch.target_probs, dtype), _seen(batch.draft_probs, dtype))
+        job, seen = _job(batch, generator_seed, dtype, self.adapter.device, self.adapter.ragged, uniforms)
         rows = len(batch.num_draft)
         if self.mode == "inline":
             reply = _execute(self.adapter.verify, job)
