@@ -14,7 +14,8 @@ Two modes, chosen per adapter (`call_mode`):
            SPECREF_CALL_MODE=thread. A hung call is abandoned in a daemon thread; `abandoned_threads()` counts them,
            and the CLI leaves by os._exit when any is alive, since one returning into a finalising interpreter aborts
            the process.
-Both modes build the adapter's arguments with `call_inputs`, so tokens are bit-identical between them; reproduce
+  inline   the current thread, no timeout: for the harness's own reference engine only.
+Every mode builds the adapter's arguments with `call_inputs`, so tokens are bit-identical between them; reproduce
 snippets call it too.
 """
 
@@ -195,7 +196,8 @@ def _source_file(verify) -> str | None:
 
 
 def _raised_at(frames, verify) -> str | None:
-    """'file:line in function' of the innermost frame outside this module, and of verify's own file if deeper."""
+    """'file:line in function' of the innermost frame outside this module; when that lies outside verify's own file
+    (in a library it called), also the innermost frame in verify's file."""
     stack = [
         f for f in (traceback.extract_tb(frames) if frames is not None else []) if os.path.abspath(f.filename) != _HERE
     ]

@@ -21,6 +21,7 @@ import numpy as np
 
 from .checks import DESCRIPTIONS
 from .report import Report, kind_of
+from .scenarios import SCENARIOS
 
 #: Half-width of the plots' pointwise bands, in binomial standard deviations (two-sided 99.9%).
 BAND_Z = 3.29
@@ -204,7 +205,7 @@ def _failure_section(check: dict, record: dict) -> list[str]:
         elif isinstance(example, dict):
             lines.append(f"Example: `{json.dumps(example)}`")
     kernel = record["adapter"].get("kind") == "kernel"
-    if kernel and where and where.get("scenario") in record["scenarios"]:
+    if kernel and where and where.get("scenario") in SCENARIOS:  # the catalogue's: `get(name)` rebuilds them
         joint = where["scenario"].startswith("joint_")
         if joint and (
             details.get("tier") == "T2" or "generator_seed" not in where or where.get("start_states", 0) is None
@@ -222,7 +223,7 @@ def _snippet(record: dict, where: dict) -> str:
     if ":" in spec:
         module, attr = spec.rsplit(":", 1)
         if module.endswith(".py"):
-            folder = os.path.dirname(os.path.abspath(module))  # its sibling modules importable, as under the CLI
+            folder = os.path.dirname(module)  # its sibling modules importable, as under the CLI
             load = (f"import runpy, sys\nsys.path.insert(0, {folder!r})\n"
                     f"verify = runpy.run_path({module!r})[{attr.split('.')[0]!r}]"
                     + "".join(f".{part}" for part in attr.split(".")[1:]))  # fmt: skip

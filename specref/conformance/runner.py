@@ -12,6 +12,12 @@ Sizing. After one probe call per scenario, each scenario in turn gets an equal s
 stops early at the rows that buy it little more (MAX_ROWS); what it leaves rolls on to the next. A slow adapter
 (a row loop) thus gets the largest N its budget allows, and the report states the TV each check could detect
 at that N.
+
+Calls. Every call goes through calls.Caller: CPU adapters run in a forked worker process (a hang is killed, a
+crash is a verdict), others in a thread (a hang is abandoned). An exception, a crash or malformed output fails
+that scenario's adapter check (with the raising line and the call's provenance) and the run goes on; a hang stops
+the run's calls. Checks that could not be computed are failures marked "not run" (tier "not run", no p-value),
+never passes.
 """
 
 from __future__ import annotations
