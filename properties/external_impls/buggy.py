@@ -51,7 +51,7 @@ def accept_le_coarse_coins(target_probs, draft_probs, draft_tokens, generator):
 
 
 def accept_le_fp32(target_probs, draft_probs, draft_tokens, generator):
-    """The non-strict test on ordinary fp32 uniforms (torch.rand): P(u = 0) = 2^-24, so only a designed probe sees it."""
+    """The non-strict test on ordinary fp32 uniforms (torch.rand): P(u = 0) = 2^-24, only a designed probe sees it."""
     batch, gamma = draft_tokens.shape
     coins = torch.rand(batch, gamma, generator=generator, dtype=torch.float32).double()
     return _verify(target_probs, draft_probs, draft_tokens, generator, coins=coins, le=True)

@@ -1,9 +1,38 @@
-"""Calling an adapter safely: inputs cast to what it wants, exceptions and hangs caught, outputs checked."""
+"""Calling an adapter safely: inputs cast to what it wants; exceptions, crashes and hangs caught; outputs checked.
+
+    with Caller(adapter) as caller:
+        tokens, probs_seen, seconds = caller(batch, generator_seed, timeout=30.0, where={...})
+
+Two modes, chosen per adapter (`call_mode`):
+  process  CPU adapters where fork exists. A worker process is forked on the first call, so the adapter (any
+           closure) is inherited, never pickled; each call sends the batch (a broadcast context-free row travels as
+           one row and its shape) and gets the tokens back. A hang is killed (SIGKILL) and a crash (a segfault, an
+           os._exit) becomes a verdict; the next call forks a fresh worker. The worker runs the adapter in a thread
+           of its own: OpenMP's thread pool (libgomp) does not survive fork in the thread that forked, but a new
+           thread gets a new pool, so torch keeps its thread count in the worker.
+  thread   CUDA adapters (a forked child cannot use CUDA once the parent has), or no fork, or
+           SPECREF_CALL_MODE=thread. A hung call is abandoned in a daemon thread; `abandoned_threads()` counts them,
+           and the CLI leaves by os._exit when any is alive, since one returning into a finalising interpreter aborts
+           the process.
+  inline   the current thread, no timeout: for the harness's own reference engine only.
+Every mode builds the adapter's arguments with `call_inputs`, so tokens are bit-identical between them; reproduce
+snippets call it too.
+"""
 
 from __future__ import annotations
 
+import faulthandler
+import inspect
+import multiprocessing
+import os
+import re
+import signal
+import sys
+import tempfile
 import threading
 import time
+import traceback
+import warnings
 
 import numpy as np
 import torch
@@ -11,23 +40,339 @@ import torch
 from .adapters import Adapter
 from .scenarios import Batch
 
+#: 'process' or 'thread' forces a mode (where possible); unset: process for CPU adapters where fork exists.
+MODE_ENV = "SPECREF_CALL_MODE"
+_HERE = os.path.abspath(__file__)
+_abandoned: list[threading.Thread] = []
+
 
 class AdapterFailure(Exception):
-    """The adapter raised, hung, or returned something that is not a [B, g+1] int64 tensor."""
+    """The adapter raised, hung, crashed, or returned something that is not a [B, g+1] int64 tensor.
 
-    def __init__(self, kind: str, message: str):
-        super().__init__(f"{kind}: {message}")
-        self.kind, self.message = kind, message
+    location: 'file:line in function' where it raised or hung (None when unknown); call: the provenance of the
+    call (scenario, seed, chunk, rows, generator_seed, dtype, device) when the caller gave one.
+    """
+
+    def __init__(self, kind: str, message: str, location: str | None = None, call: dict | None = None):
+        super().__init__(f"{kind}: {message}" + (f" (at {location})" if location else ""))
+        self.kind, self.message, self.location, self.call = kind, message, location, call
 
 
-def _tensor(array: np.ndarray, dtype: torch.dtype, device: str) -> tuple[torch.Tensor, np.ndarray]:
-    """(tensor for the adapter, the same numbers in float64 numpy as the adapter sees them after the cast)."""
-    if array.ndim == 3 and array.strides[:2] == (0, 0):  # a broadcast context-free row: cast one row only
-        row = torch.from_numpy(np.array(array[0, 0])).to(dtype)
-        seen = np.broadcast_to(row.double().numpy(), array.shape)
-        return row.to(device).expand(array.shape).contiguous(), seen
-    tensor = torch.from_numpy(np.ascontiguousarray(array)).to(dtype)
-    return tensor.to(device), tensor.double().numpy()
+def abandoned_threads() -> int:
+    """Hung calls left running in threads (thread mode) that are still alive."""
+    return sum(thread.is_alive() for thread in _abandoned)
+
+
+def call_mode(adapter: Adapter) -> str:
+    forced = os.environ.get(MODE_ENV, "")
+    if forced not in ("", "process", "thread"):
+        raise ValueError(f"{MODE_ENV}={forced!r} must be 'process' or 'thread'")
+    fork = "fork" in multiprocessing.get_all_start_methods()
+    if forced == "thread" or not fork or torch.device(adapter.device).type != "cpu":
+        return "thread"
+    return "process"
+
+
+# --- the adapter's arguments ---------------------------------------------------------------------------------------
+
+
+def _broadcast(array: np.ndarray) -> bool:
+    """A context-free [B, n, V] view of one row (scenarios.py): cast and ship one row only."""
+    return array.ndim == 3 and array.strides[:2] == (0, 0)
+
+
+def _cast(array: np.ndarray | None, dtype: torch.dtype) -> tuple[tuple | None, np.ndarray | None]:
+    """Cast once to the adapter's dtype: (its bytes, packed to build the adapter's tensor from, the same numbers in
+    float64 for the T0 checks). Bytes, since numpy has no bfloat16; a broadcast row is cast and packed once."""
+    if array is None:
+        return None, None
+    if _broadcast(array):
+        row = torch.from_numpy(np.array(array[0, 0])).to(dtype)  # [V]
+        seen = np.broadcast_to(row.to(torch.float64, copy=True).numpy(), array.shape)
+        return ("row", row.view(torch.uint8).numpy(), array.shape), seen
+    cast = torch.from_numpy(np.ascontiguousarray(array)).to(dtype, copy=True)  # copy: never the caller's array
+    return ("array", cast.view(torch.uint8).numpy()), cast.to(torch.float64, copy=True).numpy()
+
+
+def _tensor(packed: tuple | None, dtype: torch.dtype, device: str) -> torch.Tensor | None:
+    if packed is None:
+        return None
+    cast = torch.from_numpy(packed[1]).view(dtype).to(device)
+    return cast.expand(packed[2]).contiguous() if packed[0] == "row" else cast
+
+
+def call_inputs(
+    batch: Batch,
+    generator_seed: int,
+    *,
+    dtype: torch.dtype = torch.float32,
+    device: str = "cpu",
+    ragged: bool = False,
+    uniforms: np.ndarray | None = None,
+) -> tuple[tuple, dict]:
+    """(args, kwargs) exactly as the harness passes them to verify for this batch (reproduce snippets call this).
+
+    num_draft is passed only to a ragged adapter and only when some row drafts fewer than g tokens.
+    """
+    return _arguments(_job(batch, generator_seed, dtype, device, ragged, uniforms)[0])
+
+
+def _job(batch: Batch, generator_seed: int, dtype, device, ragged: bool, uniforms) -> tuple[dict, tuple]:
+    """(what the adapter's arguments are built from, small enough to send to a worker: no [B, g+1, V] copy of a
+    broadcast row; the (target, draft) probabilities as the adapter will see them, in float64)."""
+    target, target_seen = _cast(batch.target_probs, dtype)
+    draft, draft_seen = _cast(batch.draft_probs, dtype)
+    num_draft = batch.num_draft if ragged and (batch.num_draft < batch.draft_tokens.shape[1]).any() else None
+    job = {
+        "target": target,
+        "draft": draft,
+        "tokens": batch.draft_tokens,
+        "num_draft": num_draft,
+        "uniforms": uniforms,
+        "dtype": dtype,
+        "device": str(device),
+        "generator_seed": int(generator_seed),
+    }
+    return job, (target_seen, draft_seen)
+
+
+def _arguments(job: dict) -> tuple[tuple, dict]:
+    device, dtype = job["device"], job["dtype"]
+    generator = torch.Generator(device=device).manual_seed(job["generator_seed"])
+    target, draft = _tensor(job["target"], dtype, device), _tensor(job["draft"], dtype, device)
+    args = (target, draft, torch.from_numpy(job["tokens"].copy()).to(device), generator)
+    kwargs = {}
+    if job["num_draft"] is not None:
+        kwargs["num_draft"] = torch.from_numpy(job["num_draft"].copy()).to(device)
+    if job["uniforms"] is not None:
+        kwargs["uniforms"] = torch.from_numpy(job["uniforms"]).to(device)
+    return args, kwargs
+
+
+# --- one call, wherever it runs -------------------------------------------------------------------------------------
+
+
+def _execute(verify, job: dict) -> tuple:
+    """('ok', tokens [B, g+1] int64, seconds) or ('failure', kind, message, location); never raises."""
+    try:
+        args, kwargs = _arguments(job)
+    except BaseException as error:  # noqa: BLE001 -- e.g. out of memory building the inputs
+        return ("failure", "exception", f"building the inputs: {_describe(error)}", None)
+    start = time.perf_counter()
+    try:
+        out = verify(*args, **kwargs)
+        tokens = _as_tokens(out, job["tokens"].shape)
+    except AdapterFailure as failure:
+        return ("failure", failure.kind, failure.message, None)
+    except BaseException as error:  # noqa: BLE001 -- anything the adapter raises is a verdict, not a crash
+        return ("failure", "exception", _describe(error), _raised_at(error.__traceback__, verify))
+    return ("ok", tokens, time.perf_counter() - start)
+
+
+def _as_tokens(out, shape: tuple[int, int]) -> np.ndarray:
+    rows, gamma = shape
+    if not isinstance(out, torch.Tensor):
+        raise AdapterFailure("malformed", f"returned {type(out).__name__}, expected a torch.Tensor")
+    if tuple(out.shape) != (rows, gamma + 1):
+        expected = f"[B, g+1] = [{rows}, {gamma + 1}]"
+        raise AdapterFailure("malformed", f"returned shape {tuple(out.shape)}, expected {expected}")
+    if out.dtype != torch.int64:
+        raise AdapterFailure("malformed", f"returned dtype {out.dtype}, expected torch.int64")
+    return out.detach().cpu().numpy().copy()
+
+
+def _describe(error: BaseException) -> str:
+    try:
+        return f"{type(error).__name__}: {error}"
+    except Exception:  # noqa: BLE001 -- a __str__ that raises
+        return type(error).__name__
+
+
+def _source_file(verify) -> str | None:
+    try:
+        return os.path.abspath(inspect.getsourcefile(inspect.unwrap(getattr(verify, "__func__", verify))))
+    except (TypeError, ValueError):
+        return None
+
+
+def _raised_at(frames, verify) -> str | None:
+    """'file:line in function' of the innermost frame outside this module; when that lies outside verify's own file
+    (in a library it called), also the innermost frame in verify's file."""
+    stack = [
+        f for f in (traceback.extract_tb(frames) if frames is not None else []) if os.path.abspath(f.filename) != _HERE
+    ]
+    return _locate(stack, verify)
+
+
+def _locate(stack: list[traceback.FrameSummary], verify) -> str | None:
+    if not stack:
+        return None
+    where = f"{stack[-1].filename}:{stack[-1].lineno} in {stack[-1].name}"
+    own = _source_file(verify)
+    mine = [f for f in stack if own and os.path.abspath(f.filename) == own]
+    if mine and mine[-1] is not stack[-1]:
+        where += f", called from {mine[-1].filename}:{mine[-1].lineno} in {mine[-1].name}"
+    return where
+
+
+# --- the caller ------------------------------------------------------------------------------------------------------
+
+
+class Caller:
+    """Calls one adapter in its mode (module docstring); use as a context manager, or close() when done."""
+
+    def __init__(self, adapter: Adapter, mode: str | None = None):
+        self.adapter = adapter
+        self.mode = mode or call_mode(adapter)
+        self.workers_started = 0
+        self._process = self._conn = self._dump = None
+
+    def __enter__(self) -> Caller:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __call__(
+        self,
+        batch: Batch,
+        generator_seed: int,
+        *,
+        timeout: float,
+        uniforms: np.ndarray | None = None,
+        dtype: torch.dtype | None = None,
+        where: dict | None = None,
+    ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray | None], float]:
+        """(tokens [B, g+1] int64, (target, draft) probabilities as the adapter saw them, seconds in the adapter).
+
+        Raises AdapterFailure (kind 'exception', 'malformed', 'hang' or 'crash'), with `where` as its call.
+        """
+        dtype = dtype or self.adapter.dtype
+        job, seen = _job(batch, generator_seed, dtype, self.adapter.device, self.adapter.ragged, uniforms)
+        rows = len(batch.num_draft)
+        if self.mode == "inline":
+            reply = _execute(self.adapter.verify, job)
+        elif self.mode == "thread":
+            reply = self._in_thread(job, timeout, rows)
+        else:
+            reply = self._in_worker(job, timeout, rows)
+        if reply[0] == "failure":
+            raise AdapterFailure(reply[1], reply[2], reply[3], where)
+        return reply[1], seen, reply[2]
+
+    # thread mode
+
+    def _in_thread(self, job: dict, timeout: float, rows: int) -> tuple:
+        box: list = []
+        worker = threading.Thread(target=lambda: box.append(_execute(self.adapter.verify, job)), daemon=True)
+        worker.start()
+        worker.join(timeout)
+        if not worker.is_alive():
+            return box[0]
+        _abandoned.append(worker)  # never joined: a thread cannot be killed
+        frame = sys._current_frames().get(worker.ident)
+        location = _locate(traceback.extract_stack(frame), self.adapter.verify) if frame is not None else None
+        return ("failure", "hang", f"no result within {timeout:.0f} s on a batch of {rows} rows; the call was "
+                "abandoned in a thread", location)  # fmt: skip
+
+    # process mode
+
+    def _in_worker(self, job: dict, timeout: float, rows: int) -> tuple:
+        if self._process is None:
+            self._start()
+        try:
+            self._conn.send(job)
+            answered = self._conn.poll(timeout)
+            reply = self._conn.recv() if answered else None
+        except (EOFError, OSError):
+            return ("failure", "crash", f"the worker process died during the call ({self._stop()}) on a batch of "
+                    f"{rows} rows", None)  # fmt: skip
+        if reply is None:
+            location = self._hung_at()
+            self._stop()
+            return ("failure", "hang", f"no result within {timeout:.0f} s on a batch of {rows} rows; the worker "
+                    "process was killed", location)  # fmt: skip
+        return reply
+
+    def _start(self) -> None:
+        context = multiprocessing.get_context("fork")
+        self._conn, child = context.Pipe()
+        self._dump = tempfile.TemporaryFile()  # one per worker: it dumps at most once, then is killed
+        process = context.Process(target=_serve, args=(child, self.adapter.verify, self._dump), daemon=True,
+                                  name=f"specref-adapter-{self.adapter.name}")  # fmt: skip
+        with warnings.catch_warnings():  # 3.12+ warns on fork with threads alive; the worker's own thread is new
+            warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*fork.*")
+            process.start()
+        child.close()
+        self._process = process
+        self.workers_started += 1
+
+    def _hung_at(self) -> str | None:
+        """Ask the hung worker for its Python stack (faulthandler on SIGUSR1) and locate the adapter's frame."""
+        fd = self._dump.fileno()
+        try:
+            os.kill(self._process.pid, signal.SIGUSR1)
+            text, deadline = "", time.perf_counter() + 1.0
+            while time.perf_counter() < deadline:  # the dump is written from a signal handler, at once
+                time.sleep(0.02)
+                latest = os.pread(fd, 1 << 20, 0).decode(errors="replace")
+                if latest and latest == text:
+                    break
+                text = latest
+        except OSError:
+            return None
+        # faulthandler prints the innermost frame first, one block per thread; the adapter runs in the non-main one
+        blocks = [b for b in re.split(r"\n(?=Thread 0x|Current thread 0x)", text) if "File" in b]
+        worker = [b for b in blocks if "in _execute" in b] or blocks
+        if not worker:
+            return None
+        frames = re.findall(r'File "(.+)", line (\d+) in (\S+)', worker[0])
+        stack = [traceback.FrameSummary(f, int(n), name) for f, n, name in reversed(frames)]
+        return _locate([f for f in stack if os.path.abspath(f.filename) != _HERE], self.adapter.verify)
+
+    def _stop(self) -> str:
+        """Kill the worker (SIGKILL); the next call forks a fresh one. Returns how it had ended."""
+        process, self._process = self._process, None
+        if process is None:
+            return "not started"
+        if process.is_alive():
+            process.kill()
+        process.join(10)
+        self._conn.close()
+        self._dump.close()
+        code = process.exitcode
+        if code is not None and code < 0:
+            return f"signal {signal.Signals(-code).name}" if -code in signal.valid_signals() else f"signal {-code}"
+        return f"exit code {code}"
+
+    def close(self) -> None:
+        if self._process is not None and self._process.is_alive():
+            try:
+                self._conn.send(None)  # a clean exit, unless it does not come at once
+                self._process.join(1.0)
+            except OSError:
+                pass
+        self._stop()
+
+
+def _serve(conn, verify, dump) -> None:
+    """The worker: run jobs until told to stop. The adapter runs in a new thread (libgomp after fork: see above)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it kills this worker
+    faulthandler.register(signal.SIGUSR1, file=dump, all_threads=True)
+
+    def loop():
+        while True:
+            try:
+                job = conn.recv()
+            except (EOFError, OSError):
+                return
+            if job is None:
+                return
+            conn.send(_execute(verify, job))
+
+    worker = threading.Thread(target=loop, name="_serve")
+    worker.start()
+    worker.join()
 
 
 def call(
@@ -39,46 +384,8 @@ def call(
     uniforms: np.ndarray | None = None,
     dtype: torch.dtype | None = None,
 ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray | None], float]:
-    """Run the adapter on one batch; return (tokens [B, g+1] int64, probs as seen, seconds)."""
-    dtype = dtype or adapter.dtype
-    target, target_seen = _tensor(batch.target_probs, dtype, adapter.device)
-    draft, draft_seen = (None, None) if batch.draft_probs is None else _tensor(batch.draft_probs, dtype, adapter.device)
-    tokens = torch.from_numpy(batch.draft_tokens.copy()).to(adapter.device)
-    generator = torch.Generator(device=adapter.device).manual_seed(generator_seed)
-    kwargs = {}
-    if adapter.ragged and (batch.num_draft < batch.draft_tokens.shape[1]).any():
-        kwargs["num_draft"] = torch.from_numpy(batch.num_draft.copy()).to(adapter.device)
-    if uniforms is not None:
-        kwargs["uniforms"] = torch.from_numpy(uniforms).to(adapter.device)
-
-    box: dict = {}
-
-    def work():
-        try:
-            box["out"] = adapter.verify(target, draft, tokens, generator, **kwargs)
-        except BaseException as error:  # noqa: BLE001 -- anything the adapter raises is a verdict, not a crash
-            box["error"] = error
-
-    start = time.perf_counter()
-    worker = threading.Thread(target=work, daemon=True)  # a hung adapter is abandoned, never joined
-    worker.start()
-    worker.join(timeout)
-    seconds = time.perf_counter() - start
-    if worker.is_alive():
-        raise AdapterFailure("hang", f"no result within {timeout:.0f} s on a batch of {len(batch.num_draft)} rows")
-    if "error" in box:
-        error = box["error"]
-        raise AdapterFailure("exception", f"{type(error).__name__}: {error}")
-    return _as_tokens(box["out"], batch), (target_seen, draft_seen), seconds
+    """One call in a thread (a hang is abandoned): (tokens [B, g+1] int64, probs as seen, seconds)."""
+    return Caller(adapter, mode="thread")(batch, generator_seed, timeout=timeout, uniforms=uniforms, dtype=dtype)
 
 
-def _as_tokens(out, batch: Batch) -> np.ndarray:
-    rows, gamma = batch.draft_tokens.shape
-    if not isinstance(out, torch.Tensor):
-        raise AdapterFailure("malformed", f"returned {type(out).__name__}, expected a torch.Tensor")
-    if tuple(out.shape) != (rows, gamma + 1):
-        expected = f"[B, g+1] = [{rows}, {gamma + 1}]"
-        raise AdapterFailure("malformed", f"returned shape {tuple(out.shape)}, expected {expected}")
-    if out.dtype != torch.int64:
-        raise AdapterFailure("malformed", f"returned dtype {out.dtype}, expected torch.int64")
-    return out.detach().cpu().numpy()
+__all__ = ["AdapterFailure", "Caller", "abandoned_threads", "call", "call_inputs", "call_mode"]

@@ -103,17 +103,19 @@ def conform(args: argparse.Namespace) -> int:
     note = notice(plots=plots, progress=sys.stderr.isatty())
     if note:
         print(f"specref conform: {note}", file=sys.stderr)
-    return run_and_report(
-        adapter,
-        spec=args.impl,
-        out_dir=out_dir,
-        json_file=args.json,
-        seed=args.seed,
-        budget_seconds=args.budget_seconds,
-        alpha=args.alpha,
-        scenarios=scenarios,
-        rows=args.rows,
-        plots=plots and MATPLOTLIB.available,
+    return _leave_if_abandoned(
+        run_and_report(
+            adapter,
+            spec=args.impl,
+            out_dir=out_dir,
+            json_file=args.json,
+            seed=args.seed,
+            budget_seconds=args.budget_seconds,
+            alpha=args.alpha,
+            scenarios=scenarios,
+            rows=args.rows,
+            plots=plots and MATPLOTLIB.available,
+        )
     )
 
 
@@ -125,6 +127,18 @@ def _check_writable(folder: str, flag: str) -> None:
         raise UsageError(f"{flag}: cannot create {folder!r}: {error.strerror or error}") from None
     if not os.access(folder, os.W_OK):
         raise UsageError(f"{flag}: {folder!r} is not writable")
+
+
+def _leave_if_abandoned(code: int) -> int:
+    """Exit at once (after flushing) when a hung call was abandoned in a thread (thread mode: CUDA adapters): that
+    thread returning into a finalising interpreter aborts the process (exit 134), after the verdict was printed."""
+    from .calls import abandoned_threads
+
+    if abandoned_threads():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 def run_and_report(adapter, *, spec, out_dir, json_file=None, seed=0, budget_seconds=300.0, alpha=1e-3,

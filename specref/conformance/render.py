@@ -23,6 +23,7 @@ import numpy as np
 from ..extras import MATPLOTLIB
 from .checks import DESCRIPTIONS
 from .report import Report, kind_of
+from .scenarios import SCENARIOS
 
 #: Half-width of the plots' pointwise bands, in binomial standard deviations (two-sided 99.9%).
 BAND_Z = 3.29
@@ -198,17 +199,28 @@ def _failure_section(check: dict, record: dict) -> list[str]:
             rates = ", ".join(_fmt(r, ".4f") for r in details["rate_by_position"])
             lines.append(f"- reject rate by position: {rates}; Z = {details['z']:.4f}")
         scenario = check["name"][len(kind_of(check["name"])) + 1 : -1]
-        where = {"scenario": scenario, "seed": record["seed"], "chunk": 1, "rows": 4096, "row": None}
+        calls = record["scenarios"].get(scenario, {}).get("calls") or {}
+        where = calls.get("first") and {**calls["first"], "row": None}  # absent in reports of older versions
+        if where and not scenario.startswith("joint_"):
+            first, last = calls["chunks"]
+            lines.append(f"Its counts came from {calls['count']} calls (chunks {first} to {last}, {calls['rows']:,} "
+                         "rows); the snippet rebuilds the first of them.")  # fmt: skip
     else:
         count = check["statistic"]
         error = details.get("error")
         example = details.get("example")
-        if error:
+        if details.get("tier") == "not run":
+            lines.append(f"Not run: {error.removeprefix('not run: ')}.")
+        elif error:
             lines.append(f"The adapter failed: `{error}`.")
         elif count is not None:
             lines.append(f"{int(count):,} violations in {check['n']:,} rows.")
         where = example if isinstance(example, dict) and "scenario" in example else None
-        if where:
+        if isinstance(details.get("call"), dict):  # the call that raised, hung or crashed
+            where = {**details["call"], "row": None}
+            lines.append(f"The call: scenario {where['scenario']}, chunk {where['chunk']}, {where['rows']} rows, "
+                         f"generator seed {where['generator_seed']}.")  # fmt: skip
+        elif where:
             lines.append(
                 f"First violation: scenario {where['scenario']}, chunk {where['chunk']}, row {where['row']}: output "
                 f"{where['output']}, drafts {where['draft_tokens']} (num_draft {where['num_draft']})."
@@ -216,7 +228,12 @@ def _failure_section(check: dict, record: dict) -> list[str]:
         elif isinstance(example, dict):
             lines.append(f"Example: `{json.dumps(example)}`")
     kernel = record["adapter"].get("kind") == "kernel"
-    if kernel and where and where.get("scenario") in record["scenarios"] and not where["scenario"].startswith("joint_"):
+    if kernel and where and where.get("scenario") in SCENARIOS:  # the catalogue's: `get(name)` rebuilds them
+        joint = where["scenario"].startswith("joint_")
+        if joint and (
+            details.get("tier") == "T2" or "generator_seed" not in where or where.get("start_states", 0) is None
+        ):
+            return lines + [""]  # a law over chained calls, or a call whose start states were not recorded
         lines += ["", "Reproduce:", "", "```python", _snippet(record, where), "```"]
     return lines + [""]
 
@@ -229,7 +246,9 @@ def _snippet(record: dict, where: dict) -> str:
     if ":" in spec:
         module, attr = spec.rsplit(":", 1)
         if module.endswith(".py"):
-            load = (f"import runpy\nverify = runpy.run_path({module!r})[{attr.split('.')[0]!r}]"
+            folder = os.path.dirname(module)  # its sibling modules importable, as under the CLI
+            load = (f"import runpy, sys\nsys.path.insert(0, {folder!r})\n"
+                    f"verify = runpy.run_path({module!r})[{attr.split('.')[0]!r}]"
                     + "".join(f".{part}" for part in attr.split(".")[1:]))  # fmt: skip
         else:
             load = f"from {module} import {attr.split('.')[0]} as verify" + (
@@ -239,22 +258,24 @@ def _snippet(record: dict, where: dict) -> str:
     else:
         load = f"from specref.conformance import builtin_adapters\nverify = builtin_adapters()[{spec!r}]().verify"
     scenario, seed, chunk, rows = where["scenario"], where["seed"], where["chunk"], where["rows"]
-    generator_seed = derive_seed("generator", seed, scenario, chunk)
-    dtype = record["adapter"]["dtype"]
+    generator_seed = where.get("generator_seed", derive_seed("generator", seed, scenario, chunk))
+    dtype = where.get("dtype", record["adapter"]["dtype"])
+    device = where.get("device", record["adapter"]["device"])
+    ragged = bool(record["adapter"].get("ragged"))
+    states = where.get("start_states")
+    start = "" if states is None else f", start_states=np.array({states})"
     row = where.get("row")
     show = f"print(tokens[{row}], batch.draft_tokens[{row}])" if row is not None else "print(tokens[:8])"
     return "\n".join(
         [
             "import numpy as np, torch",
+            "from specref.conformance.calls import call_inputs",
             "from specref.conformance.scenarios import get",
             load,
-            f"batch = get({scenario!r}).inputs(rows={rows}, seed={seed}, chunk={chunk})",
-            f"as_tensor = lambda a: None if a is None else torch.tensor(np.ascontiguousarray(a), dtype={dtype})",
-            "kwargs = {'num_draft': torch.tensor(batch.num_draft)} if (batch.num_draft < batch.draft_tokens.shape[1])"
-            ".any() else {}",
-            "tokens = verify(as_tensor(batch.target_probs), as_tensor(batch.draft_probs),",
-            "                torch.tensor(batch.draft_tokens),",
-            f"                torch.Generator().manual_seed({generator_seed}), **kwargs)",
+            f"batch = get({scenario!r}).inputs(rows={rows}, seed={seed}, chunk={chunk!r}{start})",
+            "# the arguments exactly as the harness built them: dtype cast, device, generator seeded per call",
+            f"args, kwargs = call_inputs(batch, {generator_seed}, dtype={dtype}, device={device!r}, ragged={ragged})",
+            "tokens = verify(*args, **kwargs)",
             show,
         ]
     )

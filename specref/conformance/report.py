@@ -92,8 +92,9 @@ class Report:
         return [r for r in self.checks if not r.passed]
 
     def caught_by(self) -> list[str]:
-        """Kinds of the failed checks, most certain first (T0, then by p-value)."""
-        ordered = sorted(self.failures, key=lambda r: (r.details.get("tier") != "T0", r.p_value))
+        """Kinds of the failed checks, most certain first (T0, then by p-value); checks not run explain nothing."""
+        caught = [r for r in self.failures if r.details.get("tier") != "not run"]
+        ordered = sorted(caught, key=lambda r: (r.details.get("tier") != "T0", r.p_value))
         return list(dict.fromkeys(kind_of(r.name) for r in ordered))
 
     def measured_tv(self) -> dict[str, float]:

@@ -15,10 +15,17 @@ PROBE_SHARE of the time, until it reaches its target power or cannot; then each 
 of the time left, and stops early at the rows that buy it little more (MAX_ROWS); what it leaves rolls on to the
 next. A slow adapter (a row loop) thus gets the largest N its budget allows, and the report states the TV each check
 could detect at that N.
+
+Calls. Every call goes through calls.Caller: CPU adapters run in a forked worker process (a hang is killed, a
+crash is a verdict), others in a thread (a hang is abandoned). An exception, a crash or malformed output fails
+that scenario's adapter check (with the raising line and the call's provenance) and the run goes on; a hang stops
+the run's calls. Checks that could not be computed are failures marked "not run" (tier "not run", no p-value),
+never passes.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 import zlib
@@ -27,10 +34,11 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from ..stats import ErrorBudget
+from ..stats import CheckResult, ErrorBudget
 from . import checks, laws
 from .adapters import Adapter, as_adapter
-from .calls import AdapterFailure, call
+from .calls import AdapterFailure, Caller
+from .joint import joint_counts
 from .plan import RULE, plan_for
 from .report import Report
 from .scenarios import SCENARIOS, Scenario, get, probe_detection, probe_rows_needed
@@ -44,6 +52,8 @@ PROBE_SHARE = 0.35
 #: the environment variable SPECREF_MIN_CALL_TIMEOUT overrides it (seconds).
 MIN_CALL_TIMEOUT = float(os.environ.get("SPECREF_MIN_CALL_TIMEOUT", "30"))
 JOINT_TOKENS = 3
+#: A joint-loop call's start states are kept in its provenance (for a reproduce snippet) up to this many rows.
+MAX_RECORDED_STATES = 64
 
 
 def derive_seed(*key) -> int:
@@ -103,49 +113,20 @@ def run(
 
     t2_names = [f"{kind}[{s.name}]" for s in plan for kind in plans[s.name].tested]
     alphas = ErrorBudget(alpha).split(t2_names) if t2_names else {}
-
-    # probe: one small call per scenario (T0 on every scenario early, and a first speed reading)
     tallies = {s.name: checks.Tally(s, seed=seed, rule=adapter.rule) for s in plan}
-    broken: dict[str, str] = {}
-    chunk_index = {s.name: 1 for s in plan}
-    for s in plan:
-        try:
-            _feed(adapter, s, tallies[s.name], min(MIN_ROWS, s.rows_per_call), seed, 0, deadline)
-        except AdapterFailure as failure:
-            broken[s.name] = str(failure)
-            if failure.kind == "hang":
-                break
-        tell(f"probe {s.name}", 0.1 * (plan.index(s) + 1) / len(plan))
-
-    # main pass: each scenario gets an equal slice of the time left, up to its cap; unused time rolls forward
-    hung = any(message.startswith("hang") for message in broken.values())
-    reserve = 0.1 * budget_seconds + (0.0 if hung else 2.0 + 2.0 * adapter.uniforms)
-    todo = sorted((s for s in plan if s.name not in broken and not hung), key=lambda s: not s.probe)
-    for i, s in enumerate(todo):
-        tally = tallies[s.name]
-        left = max(0.0, deadline - reserve - time.perf_counter())
-        slice_end = time.perf_counter() + (PROBE_SHARE * left if s.probe else left / (len(todo) - i))
-        fixed = rows.get(s.name) if isinstance(rows, dict) else rows
-        cap = fixed if fixed is not None else _max_rows(s)
-        if fixed is not None:
-            slice_end = deadline
-        begun, rows_before = time.perf_counter(), tally.rows
-        try:
-            if s.name.startswith("joint_"):
-                tally.joint = _joint(adapter, s, cap, seed, tally, slice_end)
-            else:
-                while tally.rows < cap and time.perf_counter() < slice_end:
-                    _feed(adapter, s, tally, int(min(s.rows_per_call, cap - tally.rows)), seed, chunk_index[s.name],
-                          deadline)  # fmt: skip
-                    chunk_index[s.name] += 1
-                    if s.probe and fixed is None and _probe_hopeless(tally.rows, rows_before, begun, slice_end):
-                        break
-        except AdapterFailure as failure:
-            broken[s.name] = str(failure)
-            hung = failure.kind == "hang"
-            if hung:
-                break
-        tell(f"{s.name}: {tally.rows:,} rows", 0.1 + 0.8 * (i + 1) / len(todo))
+    fed: dict[str, list[dict]] = {s.name: [] for s in plan}  # provenance of every call, per scenario
+    with Caller(adapter) as caller:
+        broken, stopped, finished = _calls(caller, plan, tallies, fed, seed, rows, budget_seconds, deadline, tell)
+        coupled = adapter.uniforms and adapter.rule == "exact"  # the reference engine implements the exact rule
+        extras = ["reproducibility"] + (["coupling"] if coupled else [])
+        not_run = []  # planned checks that could not be computed: listed last, after the failures that explain them
+        if stopped:
+            not_run += [_not_run(f"{name}[run]", stopped) for name in extras]
+            extra_results = []
+        else:
+            extra_results = [_reproducibility(caller, seed, deadline)]
+            if coupled:
+                extra_results.append(_coupling(caller, seed, deadline))
 
     # checks
     results = []
@@ -157,31 +138,94 @@ def run(
             "vocab_size": s.vocab_size,
             "rows": tally.rows,
             "rows_per_second": tally.rows / tally.seconds if tally.seconds else None,
+            "calls": _calls_summary(fed[s.name]),
         }
-        results.append(checks.t0_result(f"adapter[{s.name}]", int(s.name in broken), tally.rows,
-                                         {"error": broken.get(s.name)}))  # fmt: skip
-        report.add_t0(s.name, tally.t0_results())
-        if s.name in broken or tally.rows == 0:
-            continue
+        failure = broken.get(s.name)
+        if failure is not None:
+            results.append(checks.t0_result(f"adapter[{s.name}]", 1, tally.rows, _failure_details(failure)))
+        elif not fed[s.name]:
+            not_run.append(_not_run(f"adapter[{s.name}]", stopped))
+        else:
+            results.append(checks.t0_result(f"adapter[{s.name}]", 0, tally.rows, {"error": None}))
+        why = _why_not_run(s, tally, failure, None if s.name in finished else stopped)
+        if tally.rows:
+            report.add_t0(s.name, tally.t0_results())
+        else:
+            not_run += [_not_run(f"{kind}[{s.name}]", why) for kind in checks.T0_CHECKS]
         kinds = {kind: alphas[f"{kind}[{s.name}]"] for kind in plans[s.name].tested}
-        report.add_t0(s.name, tally.certain_results(plans[s.name].certain))
         skipped = [checks.not_tested(f"{kind}[{s.name}]", why) for kind, why in plans[s.name].skipped.items()]
-        if "joint_law" in kinds:
+        if why:
+            not_run += [_not_run(f"{kind}[{s.name}]", why) for kind in [*kinds, *plans[s.name].certain]]
+        elif "joint_law" in kinds:
             report.add_t2(s.name, [checks.joint_law_result(tally.joint, s, JOINT_TOKENS, kinds["joint_law"])])
         else:
+            report.add_t0(s.name, tally.certain_results(plans[s.name].certain))
             report.add_t2(s.name, tally.t2_results(kinds) + skipped, tally)
         if s.probe:
             report.probe = _probe_summary(s, tally)
-    report.add_t0("run", results)
-    if not hung:
-        report.add_t0("run", [_reproducibility(adapter, seed, deadline)])
-        if adapter.uniforms and adapter.rule == "exact":  # the reference engine implements the exact rule
-            report.add_t0("run", [_coupling(adapter, seed, deadline)])
+    report.add_t0("run", results + extra_results + not_run)
     report.finish(ErrorBudget(alpha), time.perf_counter() - started)
     if report.law_kept:
         report.rule_diagnosis = rule_diagnosis(tallies, plans, alphas, adapter.rule)
     tell("done", 1.0)
     return report
+
+
+def _calls(caller, plan, tallies, fed, seed, rows, budget_seconds, deadline, tell) -> tuple[dict, str | None, set]:
+    """Probe, then the main pass. Returns (scenario -> AdapterFailure, why the run stopped calling the adapter or
+    None, the scenarios whose main pass ended).
+
+    After a hang the run calls the adapter no more: the hang has spent the budget (a call is declared hung only
+    after max(MIN_CALL_TIMEOUT, the time left)), and the scenarios left get their checks marked not run.
+    """
+    broken: dict[str, AdapterFailure] = {}
+    finished: set[str] = set()
+    chunk_index = {s.name: 1 for s in plan}
+
+    def halted(s: Scenario, failure: AdapterFailure) -> str | None:
+        broken[s.name] = failure
+        return f"the run stopped calling the adapter after a hang in {s.name}" if failure.kind == "hang" else None
+
+    # probe: one small call per scenario (T0 on every scenario early, and a first speed reading)
+    for i, s in enumerate(plan):
+        try:
+            _feed(
+                caller, s, tallies[s.name], fed[s.name], min(MIN_ROWS, s.rows_per_call), 0, seed=seed, deadline=deadline
+            )
+        except AdapterFailure as failure:
+            if stopped := halted(s, failure):
+                return broken, stopped, finished
+        tell(f"probe {s.name}", 0.1 * (i + 1) / len(plan))
+
+    # main pass: each scenario gets an equal slice of the time left, up to its cap; unused time rolls forward
+    reserve = 0.1 * budget_seconds + 2.0 + 2.0 * caller.adapter.uniforms
+    todo = sorted((s for s in plan if s.name not in broken), key=lambda s: not s.probe)  # the probe first
+    for i, s in enumerate(todo):
+        tally = tallies[s.name]
+        left = max(0.0, deadline - reserve - time.perf_counter())
+        slice_end = time.perf_counter() + (PROBE_SHARE * left if s.probe else left / (len(todo) - i))
+        fixed = rows.get(s.name) if isinstance(rows, dict) else rows
+        cap = fixed if fixed is not None else _max_rows(s)
+        if fixed is not None:
+            slice_end = deadline
+        begun, rows_before = time.perf_counter(), tally.rows
+        try:
+            if s.name.startswith("joint_"):
+                feed = functools.partial(_feed, caller, s, tally, fed[s.name], seed=seed, deadline=deadline)
+                tally.joint = joint_counts(feed, s, cap, JOINT_TOKENS, slice_end=slice_end, deadline=deadline)
+            else:
+                while tally.rows < cap and time.perf_counter() < slice_end:
+                    rows_now = int(min(s.rows_per_call, cap - tally.rows))
+                    _feed(caller, s, tally, fed[s.name], rows_now, chunk_index[s.name], seed=seed, deadline=deadline)
+                    chunk_index[s.name] += 1
+                    if s.probe and fixed is None and _probe_hopeless(tally.rows, rows_before, begun, slice_end):
+                        break
+        except AdapterFailure as failure:
+            if stopped := halted(s, failure):
+                return broken, stopped, finished
+        finished.add(s.name)
+        tell(f"{s.name}: {tally.rows:,} rows", 0.1 + 0.8 * (i + 1) / len(todo))
+    return broken, None, finished
 
 
 def _max_rows(s: Scenario) -> int:
@@ -243,54 +287,75 @@ def rule_diagnosis(tallies: dict, plans: dict, alphas: dict, declared: str) -> d
     return out
 
 
-def _feed(adapter: Adapter, s: Scenario, tally: checks.Tally, rows: int, seed: int, chunk, deadline: float) -> float:
-    batch = s.inputs(rows, seed, chunk)
-    timeout = _timeout(deadline)
-    out, seen, seconds = call(adapter, batch, derive_seed("generator", seed, s.name, chunk), timeout=timeout)
-    tally.add(batch, out, seen, {"scenario": s.name, "seed": seed, "chunk": chunk, "rows": rows})
+def _why_not_run(s: Scenario, tally: checks.Tally, failure: AdapterFailure | None, stopped: str | None) -> str | None:
+    """Why a scenario's T2 checks cannot be computed, or None when they can."""
+    if failure is not None:
+        return f"the adapter failed on this scenario ({failure.kind})"
+    if stopped:  # cut short by a hang elsewhere
+        return stopped
+    if tally.rows == 0:
+        return "no rows"
+    if s.name.startswith("joint_") and (tally.joint is None or tally.joint.sum() == 0):
+        return "no sequence of the joint loop passed the T0 checks"  # the first batch always completes
+    return None
+
+
+def _not_run(name: str, why: str | None) -> CheckResult:
+    """A planned check that could not be computed: a failure with its reason, never a pass (no p-value, no alpha)."""
+    why = why or "not reached"
+    return CheckResult(name, float("nan"), 0, float("nan"), 0, 0.0, float("nan"), False, 0.0,
+                       {"tier": "not run", "error": f"not run: {why}"})  # fmt: skip
+
+
+def _failure_details(failure: AdapterFailure) -> dict:
+    return {"error": str(failure), "kind": failure.kind, "raised_at": failure.location, "call": failure.call}
+
+
+def _record(log: list, adapter: Adapter, s: Scenario, rows: int, seed: int, chunk, generator_seed: int,
+            start_states: np.ndarray | None = None) -> dict:  # fmt: skip
+    """The provenance of one call (what a snippet needs to rebuild and repeat it), appended to the scenario's log."""
+    where = {"scenario": s.name, "seed": seed, "chunk": chunk, "rows": rows, "generator_seed": generator_seed,
+             "dtype": str(adapter.dtype), "device": str(adapter.device)}  # fmt: skip
+    if start_states is not None and not np.array_equal(start_states, np.full(rows, s.starts[0])):
+        # a joint-loop call past the first: its start states came from earlier outputs (None: too many to keep)
+        where["start_states"] = start_states.tolist() if rows <= MAX_RECORDED_STATES else None
+    log.append(where)
+    return where
+
+
+def _calls_summary(log: list[dict]) -> dict:
+    """The first call that fed a scenario (what T2 snippets rebuild), and how many calls there were in all."""
+    if not log:
+        return {"count": 0, "first": None, "rows": 0}
+    return {"count": len(log), "first": log[0], "chunks": [log[0]["chunk"], log[-1]["chunk"]],
+            "rows": sum(w["rows"] for w in log)}  # fmt: skip
+
+
+def _feed(caller: Caller, s: Scenario, tally: checks.Tally, log: list, rows: int, chunk, start_states=None, *,
+          seed: int, deadline: float) -> tuple:  # fmt: skip
+    """One call on chunk `chunk` of scenario s: T0-checked and counted into tally; returns (batch, tokens, seen)."""
+    batch = s.inputs(rows, seed, chunk, start_states=start_states)
+    generator_seed = derive_seed("generator", seed, s.name, chunk)
+    where = _record(log, caller.adapter, s, rows, seed, chunk, generator_seed, start_states)
+    out, seen, seconds = caller(batch, generator_seed, timeout=_timeout(deadline), where=where)
+    tally.add(batch, out, seen, where)
     tally.seconds += seconds
-    return seconds
+    return batch, out, seen
 
 
-def _joint(adapter: Adapter, s: Scenario, rows: int, seed: int, tally: checks.Tally, deadline: float) -> np.ndarray:
-    """First JOINT_TOKENS tokens of `rows` sequences over repeated cycles; returns counts [V^n]."""
-    v = s.vocab_size
-    counts = np.zeros(v**JOINT_TOKENS, dtype=np.int64)
-    done, chunk = 0, 1000
-    while done < rows and (done == 0 or time.perf_counter() < deadline):
-        batch_rows = min(s.rows_per_call, rows - done)
-        state = np.full(batch_rows, s.starts[0])
-        seqs = np.full((batch_rows, JOINT_TOKENS), -1)
-        filled = np.zeros(batch_rows, dtype=np.int64)
-        while (filled < JOINT_TOKENS).any():
-            batch = s.inputs(batch_rows, seed, chunk, start_states=state)
-            timeout = _timeout(deadline)
-            out, seen, seconds = call(adapter, batch, derive_seed("generator", seed, s.name, chunk), timeout=timeout)
-            tally.seconds += seconds
-            tally.add(batch, out, seen, {"scenario": s.name, "seed": seed, "chunk": chunk, "rows": batch_rows})
-            chunk += 1
-            for j in range(out.shape[1]):
-                emit = (out[:, j] >= 0) & (filled < JOINT_TOKENS)
-                seqs[emit, filled[emit]] = out[emit, j]
-                state[emit] = s.next_state[state[emit], out[emit, j]]
-                filled += emit
-        index = np.ravel_multi_index(seqs.T, (v,) * JOINT_TOKENS)
-        np.add.at(counts, index, 1)
-        done += batch_rows
-    return counts
-
-
-def _reproducibility(adapter: Adapter, seed: int, deadline: float) -> checks.CheckResult:
+def _reproducibility(caller: Caller, seed: int, deadline: float) -> CheckResult:
     """Same generator seed twice: identical tokens. A different seed: different tokens (chance ~ 0 at 512 rows)."""
     s = SCENARIOS["cf_dense_g4"]
     batch = s.inputs(512, seed, "repro")
+    log: list = []
     try:
-        timeout = _timeout(deadline)
-        first = call(adapter, batch, derive_seed("repro", seed), timeout=timeout)[0]
-        again = call(adapter, batch, derive_seed("repro", seed), timeout=timeout)[0]
-        other = call(adapter, batch, derive_seed("repro", seed) + 1, timeout=timeout)[0]
+        outs = []
+        for generator_seed in (derive_seed("repro", seed),) * 2 + (derive_seed("repro", seed) + 1,):
+            where = _record(log, caller.adapter, s, 512, seed, "repro", generator_seed)
+            outs.append(caller(batch, generator_seed, timeout=_timeout(deadline), where=where)[0])
     except AdapterFailure as failure:
-        return checks.t0_result("reproducibility", 1, 0, {"error": str(failure)})
+        return checks.t0_result("reproducibility", 1, 0, _failure_details(failure))
+    first, again, other = outs
     differs = int((first != again).any(1).sum())
     same_other = bool((first == other).all())
     return checks.t0_result(
@@ -299,24 +364,24 @@ def _reproducibility(adapter: Adapter, seed: int, deadline: float) -> checks.Che
     )  # fmt: skip
 
 
-def _coupling(adapter: Adapter, seed: int, deadline: float) -> checks.CheckResult:
+def _coupling(caller: Caller, seed: int, deadline: float) -> CheckResult:
     """Injected uniforms, float64 inputs: tokens must equal specref.reference's, token for token."""
     from .adapters import reference_adapter
 
-    reference = reference_adapter()
+    reference = Caller(reference_adapter(), mode="inline")
     mismatches, rows, example = 0, 0, None
     for name in ("cf_dense_g4", "cf_zero_support_g3", "cf_near_equal_g4", "markov_g5", "ragged_g6"):
         s = SCENARIOS[name]
-        if s.ragged and not adapter.ragged:
+        if s.ragged and not caller.adapter.ragged:
             continue
         batch = s.inputs(256, seed, "coupling")
         uniforms = np.random.Generator(np.random.PCG64(derive_seed("uniforms", seed, name))).random((256, s.gamma + 1))
         try:
             timeout = _timeout(deadline)
-            theirs = call(adapter, batch, 0, timeout=timeout, uniforms=uniforms, dtype=torch.float64)[0]
+            theirs = caller(batch, 0, timeout=timeout, uniforms=uniforms, dtype=torch.float64)[0]
         except AdapterFailure as failure:
-            return checks.t0_result("coupling", 1, rows, {"error": str(failure)})
-        ours = call(reference, batch, 0, timeout=600.0, uniforms=uniforms)[0]
+            return checks.t0_result("coupling", 1, rows, _failure_details(failure))
+        ours = reference(batch, 0, timeout=600.0, uniforms=uniforms)[0]
         bad = np.flatnonzero((theirs != ours).any(1))
         mismatches += bad.size
         rows += 256
