@@ -272,7 +272,7 @@ def _snippet(record: dict, where: dict) -> str:
             "from specref.conformance.calls import call_inputs",
             "from specref.conformance.scenarios import get",
             load,
-            f"batch = get({scenario!r}).inputs(rows={rows}, seed={seed}, chunk={chunk!r}{start})",
+            f"batch = get({scenario!r}).given({dtype}).inputs(rows={rows}, seed={seed}, chunk={chunk!r}{start})",
             "# the arguments exactly as the harness built them: dtype cast, device, generator seeded per call",
             f"args, kwargs = call_inputs(batch, {generator_seed}, dtype={dtype}, device={device!r}, ragged={ragged})",
             "tokens = verify(*args, **kwargs)",

@@ -345,7 +345,7 @@ def _feed(caller: Caller, s: Scenario, tally: checks.Tally, log: list, rows: int
 
 def _reproducibility(caller: Caller, seed: int, deadline: float) -> CheckResult:
     """Same generator seed twice: identical tokens. A different seed: different tokens (chance ~ 0 at 512 rows)."""
-    s = SCENARIOS["cf_dense_g4"]
+    s = SCENARIOS["cf_dense_g4"].given(caller.adapter.dtype)
     batch = s.inputs(512, seed, "repro")
     log: list = []
     try:
@@ -371,7 +371,7 @@ def _coupling(caller: Caller, seed: int, deadline: float) -> CheckResult:
     reference = Caller(reference_adapter(), mode="inline")
     mismatches, rows, example = 0, 0, None
     for name in ("cf_dense_g4", "cf_zero_support_g3", "cf_near_equal_g4", "markov_g5", "ragged_g6"):
-        s = SCENARIOS[name]
+        s = SCENARIOS[name].given(torch.float64)
         if s.ragged and not caller.adapter.ragged:
             continue
         batch = s.inputs(256, seed, "coupling")
