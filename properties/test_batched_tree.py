@@ -184,3 +184,25 @@ def test_contract_errors_name_the_argument(change, message):
     change(args)
     with pytest.raises(ValueError, match=message):
         batched_tree.verify_tree(**args)
+
+
+def test_two_level_draw_of_low_precision_weights_follows_the_convention():
+    """fp32 weights (V = 1000: a padded last block): the two-level draw is the float64 scan of the same weights,
+    except where the threshold lies within 1e-6 of the total from a partial sum (association order); zero weights
+    are never drawn and an empty row gives -1."""
+    gen = torch.Generator().manual_seed(2)
+    weights = _rows(gen, (1500, 1000), zeros=0.5, dtype=torch.float32)
+    weights[::97] = 0
+    u = torch.rand(1500, generator=gen, dtype=torch.float64)
+    u[::13] = 0.0
+    drawn = batched_tree.inverse_cdf(weights, u)
+    assert bool((drawn[::97] == -1).all())
+    cumulative = weights.double().cumsum(-1)
+    threshold = u * cumulative[:, -1]
+    margin = (cumulative - threshold[:, None]).abs().min(1).values / cumulative[:, -1].clamp(min=1e-300)
+    for b in range(1500):
+        if b % 97 == 0:
+            continue
+        assert weights[b, drawn[b]] > 0
+        if margin[b] > 1e-6:
+            assert int(drawn[b]) == inverse_cdf(weights[b].double().tolist(), float(u[b])), b

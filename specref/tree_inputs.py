@@ -60,13 +60,13 @@ def draft_children(draft_rows: torch.Tensor, parents: torch.Tensor, scheme: str,
     batch, num_nodes = parents.shape
     tree = structure(parents)
     real = parents >= 0
-    batch_index = torch.arange(batch)[:, None]
+    batch_index = torch.arange(batch, device=parents.device)[:, None]
     draft_probs = draft_rows[batch_index, parents.clamp(min=0)]  # [B, N, V]: the parent's row
     # each node's rank among its siblings
     children = tree.children  # [B, N+1, W]
-    rank = torch.zeros(batch, num_nodes + 1, dtype=torch.long)
+    rank = torch.zeros(batch, num_nodes + 1, dtype=torch.long, device=parents.device)
     valid = children >= 0
-    ranks = torch.arange(children.shape[2]).expand_as(children)
+    ranks = torch.arange(children.shape[2], device=parents.device).expand_as(children)
     rank.scatter_(1, torch.where(valid, children, 0).flatten(1), torch.where(valid, ranks, 0).flatten(1))
     rank = rank[:, 1:]  # [B, N]
     if scheme == "iid":
@@ -77,8 +77,9 @@ def draft_children(draft_rows: torch.Tensor, parents: torch.Tensor, scheme: str,
         if scheme == "topk":
             keys = draft_rows
         else:  # log q + Gumbel noise
-            uniform = torch.rand(draft_rows.shape, generator=generator, dtype=torch.float64).clamp_(min=1e-300)
-            keys = draft_rows.double().log() - (-uniform.log()).log()
+            dtype = torch.promote_types(draft_rows.dtype, torch.float32)
+            uniform = torch.rand(draft_rows.shape, generator=generator, dtype=dtype, device=draft_rows.device)
+            keys = draft_rows.to(dtype).log() - (-uniform.clamp_(min=torch.finfo(dtype).tiny).log()).log()
         top = keys.topk(width, dim=-1, sorted=True).indices  # [B, N+1, W]
         parent_top = top[batch_index, parents.clamp(min=0)]  # [B, N, W]
         tokens = parent_top.gather(2, rank.clamp(max=width - 1)[..., None])[..., 0]
