@@ -206,3 +206,18 @@ def test_two_level_draw_of_low_precision_weights_follows_the_convention():
         assert weights[b, drawn[b]] > 0
         if margin[b] > 1e-6:
             assert int(drawn[b]) == inverse_cdf(weights[b].double().tolist(), float(u[b])), b
+
+
+@pytest.mark.parametrize("rule", tree.RULES)
+def test_roots_alone_and_all_padding_rows(rule):
+    """N = 0, and rows whose nodes are all padding: one token, drawn from the root's target row."""
+    gen = torch.Generator().manual_seed(8)
+    target_probs, draft_probs = _rows(gen, (3, 3, 5)), _rows(gen, (3, 2, 5), zeros=0)
+    uniforms = torch.rand(3, 3, generator=gen, dtype=torch.float64)
+    parents, tokens = torch.tensor([[-1, -1], [0, -1], [0, 1]]), torch.tensor([[-1, -1], [1, -1], [2, 3]])
+    got = batched_tree.verify_tree(target_probs, draft_probs, tokens, parents, rule=rule, uniforms=uniforms)
+    ref = list(_reference_rows(rule, target_probs, draft_probs, tokens, parents, uniforms))
+    assert [_unpad(row) for row in got] == [r[0] for r in ref] and len(ref[0][0]) == 1
+    alone = batched_tree.verify_tree(target_probs[:, :1], draft_probs[:, :0], tokens[:, :0], parents[:, :0], rule=rule,
+                                     uniforms=uniforms[:, :1])  # fmt: skip
+    assert alone[:, 0].tolist() == [inverse_cdf(target_probs[b, 0].tolist(), float(uniforms[b, 0])) for b in range(3)]

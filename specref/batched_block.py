@@ -64,7 +64,7 @@ def verify_block(
 
     # h_1 .. h_g: [B, g]; h_n = b_n at each row's own length n
     if gamma > 1:
-        residual = (b[:, 1:gamma, None] * p[:, 1:gamma] - q[:, 1:gamma]).clamp_(min=0)  # [B, g-1, V]
+        residual = (b[:, 1:gamma, None] * p[:, 1:gamma]).sub_(q[:, 1:gamma]).clamp_(min=0)  # [B, g-1, V]
         r = _total(residual.reshape(-1, vocab_size)).view(batch, gamma - 1)
         h = torch.where(r > 0, r / (r + 1 - b[:, 1:gamma]), 0)
         h = torch.cat([h, b[:, gamma:]], 1)

@@ -165,6 +165,8 @@ class _Walk:
         self.tokens[rows, depth] = token
 
     def _child_tokens(self, rows, kids):
+        if self.num_nodes == 0:  # a batch of roots alone
+            return torch.zeros_like(kids)
         tokens = self.draft_tokens[rows[:, None], (kids - 1).clamp(min=0)]  # [R, W]
         return torch.where(kids >= 0, tokens, 0)  # no child: token 0, never used
 
@@ -191,22 +193,36 @@ class _Walk:
             has_child = kids[live, k] >= 0 if k < width else torch.zeros_like(live, dtype=torch.bool)
             if not bool(has_child.all()):  # no k-th child: these rows stop here and emit from their weights
                 self._emit(rows[live[~has_child]], weights[~has_child], depth)
-                live, weights, mass = live[has_child], weights[has_child], mass[has_child]
+                keep = has_child.nonzero()[:, 0]
+                live, weights, mass = live[keep], weights.index_select(0, keep), mass[keep]
             if live.numel() == 0:
                 break
             child, x, at = kids[live, k], x_all[live, k], rows[live]
-            q = self._draft_rows(at, child, x)  # [L, V], a fresh copy
+            q = None  # the children's [L, V] draft rows, read only where needed
             if rule == "rsd" and k > 0:  # q without the tried tokens, renormalised
-                q.scatter_(1, x_all[live, :k], 0.0)
+                q = self._draft_rows(at, child, x).scatter_(1, x_all[live, :k], 0.0)  # a fresh copy
                 q = q / _total(q)[:, None]
+                q_x = q.gather(1, x[:, None])[:, 0]
+            elif self.draft_probs is None:
+                q_x = torch.ones_like(mass)  # point masses: q(x) = 1
+            else:
+                q_x = self.draft_probs[at, child - 1, x].to(self.dtype)
             u = self.uniforms[at, self.used[at]]
             self.used[at] += 1
             r_x = weights.gather(1, x[:, None])[:, 0] / mass
-            accepted = u < r_x / q.gather(1, x[:, None])[:, 0]  # min(1, r(x) / q(x))
-            chosen[live[accepted]] = child[accepted]
-            rejected = ~accepted
-            live, q = live[rejected], q[rejected]
-            weights = (weights[rejected] / mass[rejected, None]).sub_(q).clamp_(min=0)  # (r - q_k)_+
+            accepted = u < r_x / q_x  # min(1, r(x) / q(x))
+            if bool(accepted.any()):
+                chosen[live[accepted]] = child[accepted]
+                keep = (~accepted).nonzero()[:, 0]
+                live, child, x, at, weights, mass = (
+                    t.index_select(0, keep) for t in (live, child, x, at, weights, mass)
+                )
+                q = None if q is None else q.index_select(0, keep)
+                if live.numel() == 0:
+                    break
+            if q is None:
+                q = self._draft_rows(at, child, x)
+            weights = (weights / mass[:, None]).sub_(q).clamp_(min=0)  # (r - q_k)_+
             mass = _total(weights)
             empty = mass == 0  # weights >= 0: an empty residual sums to 0
             if bool(empty.any()):  # numerically empty: p, normalised
