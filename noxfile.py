@@ -64,9 +64,10 @@ def calibration(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def bench(session: nox.Session) -> None:
-    """Benchmark the batched engine against baselines in one run; writes reports/bench.md and bench.json."""
+    """Benchmark the batched engines against baselines; writes reports/bench.md, bench_tree.md and their json."""
     install(session)
     session.run("python", "-m", "specref.bench", *session.posargs)
+    session.run("python", "-m", "specref.bench_tree", *session.posargs)
 
 
 @nox.session(default=False)

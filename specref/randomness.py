@@ -13,6 +13,8 @@ Sampling convention, shared with `specref.batched`:
                  such j, the last j with w_j > 0. Zero-weight tokens are never returned.
   * Injected uniforms for one verify step of g drafts: u_0..u_{g-1} feed the accept tests in order,
     and u_g feeds the single categorical draw (correction or bonus).
+  * `Sequential` replays uniforms in the order asked, for either question (rules with several draws, such as
+    sample-and-match: the draw at depth d uses u_d).
 """
 
 from __future__ import annotations
@@ -74,3 +76,23 @@ class Injected:
 
     def categorical(self, weights: Sequence) -> int:
         return inverse_cdf(weights, self.uniforms[-1])
+
+
+class Sequential:
+    """Replays uniforms [u_0, u_1, ...] in the order the questions are asked, accept tests and draws alike."""
+
+    def __init__(self, uniforms: Sequence[float]):
+        self.uniforms = [float(u) for u in uniforms]
+        self.used = 0
+
+    def _next(self) -> float:
+        if self.used >= len(self.uniforms):
+            raise ValueError(f"uniforms has {len(self.uniforms)} entries; too few for the questions asked")
+        self.used += 1
+        return self.uniforms[self.used - 1]
+
+    def accept(self, ratio) -> bool:
+        return self._next() < ratio
+
+    def categorical(self, weights: Sequence) -> int:
+        return inverse_cdf(weights, self._next())

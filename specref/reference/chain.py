@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from .randomness import Randomness
-from .validation import check_context, check_distribution, check_gamma, check_token
+from ..randomness import Randomness
+from ..validation import check_context, check_distribution, check_gamma, check_token
 
 Row = Sequence  # a length-V probability row of Fractions or floats
 Model = Callable[[tuple[int, ...]], Row]  # context (token ids) -> next-token distribution

@@ -1,0 +1,205 @@
+"""Benchmark of the batched tree and block engines against the naive per-row loop: `python -m specref.bench_tree`.
+
+Case: an EAGLE-like tree (`tree_inputs.eagle_like_parents`: 60 nodes, depth 6, the root's top-10 children, then
+10 nodes per depth under the likeliest nodes), B = 64, V = 32000, fp32; and block verification of chains of 6
+at the same B and V. Per rule, the drafting it assumes: target_only on top-k children, mss on i.i.d. draws,
+rsd on draws without replacement, sample_match on top-k children.
+
+Compared, on the same inputs:
+  * batched  specref.batched_tree.verify_tree / specref.batched_block.verify_block (validate=False)
+  * naive    the same rule walked row by row in Python with torch operations on [V] rows (`naive_tree_verify`,
+             `naive_block_verify`): what a straightforward port of the per-sequence algorithm does
+
+Timings are medians (`specref.bench.Timer`: CPU caches flushed before each call). Writes reports/bench_tree.md and
+bench_tree.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import torch
+
+from . import batched_block, batched_tree, tree_inputs
+from .bench import Timer, environment
+
+RULE_SCHEME = {"target_only": "topk", "mss": "iid", "rsd": "without_replacement", "sample_match": "topk"}
+
+
+def make_tree_inputs(batch, vocab, scheme, device, seed=0, parents=None):
+    gen = torch.Generator(device=device).manual_seed(seed)
+    parents = torch.tensor([parents or tree_inputs.eagle_like_parents()] * batch, device=device)
+    num_nodes = parents.shape[1]
+    target = torch.softmax(torch.randn(batch, num_nodes + 1, vocab, generator=gen, device=device) * 2, -1)
+    noise = torch.randn(batch, num_nodes + 1, vocab, generator=gen, device=device)
+    draft_rows = torch.softmax(0.5 * torch.log(target) + noise, -1)
+    del noise
+    cpu_gen = torch.Generator().manual_seed(seed)
+    if device.type == "cpu":
+        cpu_gen = gen
+    draft_probs, tokens = tree_inputs.draft_children(draft_rows, parents, scheme, cpu_gen if scheme != "iid" else gen)
+    return target, draft_probs, tokens, parents
+
+
+def naive_tree_verify(target_probs, draft_probs, draft_tokens, parents, generator, rule):
+    """One Python walk per row, torch operations on [V] rows; torch.multinomial for the final draw."""
+    out = []
+    for b in range(parents.shape[0]):
+        kids: dict[int, list[int]] = {}
+        for i, parent in enumerate(parents[b].tolist(), start=1):
+            if parent >= 0:
+                kids.setdefault(parent, []).append(i)
+        node, emitted = 0, []
+        tokens = draft_tokens[b].tolist()
+        while True:
+            p = target_probs[b, node].float()
+            children = kids.get(node, [])
+            chosen, weights = None, p
+            if rule == "sample_match":
+                y = int(torch.multinomial(p, 1, generator=generator))
+                chosen = next((c for c in children if tokens[c - 1] == y), None)
+                if chosen is None:
+                    emitted.append(y)
+                    break
+            elif rule == "target_only":
+                mass, tried = 1.0, []
+                for c in children:
+                    x = tokens[c - 1]
+                    if x in tried:
+                        continue
+                    u = float(torch.rand((), generator=generator, device=p.device))
+                    if u < float(p[x]) / mass:
+                        chosen = c
+                        break
+                    mass -= float(p[x])
+                    tried.append(x)
+                if chosen is None:
+                    weights = p.clone()
+                    weights[tried] = 0
+            else:  # mss, rsd
+                r, tried = p, []
+                for c in children:
+                    x = tokens[c - 1]
+                    q = draft_probs[b, c - 1].float()
+                    if rule == "rsd" and tried:
+                        q = q.clone()
+                        q[tried] = 0
+                        q = q / q.sum()
+                    u = float(torch.rand((), generator=generator, device=p.device))
+                    if u < float(r[x] / q[x]):
+                        chosen = c
+                        break
+                    weights = (r - q).clamp(min=0)
+                    r = weights / weights.sum()
+                    tried.append(x)
+            if chosen is None:
+                emitted.append(int(torch.multinomial(weights, 1, generator=generator)))
+                break
+            emitted.append(tokens[chosen - 1])
+            node = chosen
+        out.append(emitted)
+    return out
+
+
+def naive_block_verify(target_probs, draft_probs, draft_tokens, generator):
+    """Block verification row by row, torch operations on [V] rows."""
+    out = []
+    gamma = draft_tokens.shape[1]
+    for b in range(draft_tokens.shape[0]):
+        p, q, x = target_probs[b].float(), draft_probs[b].float(), draft_tokens[b].tolist()
+        weight = [1.0]
+        for i in range(1, gamma + 1):
+            weight.append(min(1.0, weight[i - 1] * float(p[i - 1, x[i - 1]] / q[i - 1, x[i - 1]])))
+        h = [1.0]
+        for i in range(1, gamma):
+            r = float((weight[i] * p[i] - q[i]).clamp(min=0).sum())
+            h.append(r / (r + 1 - weight[i]) if r > 0 else 0.0)
+        h.append(weight[gamma])
+        tau = max([i for i in range(1, gamma + 1) if float(torch.rand((), generator=generator)) < h[i]], default=0)
+        final = p[gamma] if tau == gamma else (weight[tau] * p[tau] - q[tau]).clamp(min=0)
+        out.append(x[:tau] + [int(torch.multinomial(final, 1, generator=generator))])
+    return out
+
+
+def bench_tree_case(rule, batch, vocab, device, timer):
+    target, draft, tokens, parents = make_tree_inputs(batch, vocab, RULE_SCHEME[rule], device)
+    q = draft if rule in ("mss", "rsd") else None
+    gen = torch.Generator(device=device).manual_seed(1)
+    seconds = {
+        "batched": timer(lambda: batched_tree.verify_tree(target, q, tokens, parents, gen, rule=rule, validate=False)),
+        "naive": timer(lambda: naive_tree_verify(target, q, tokens, parents, gen, rule), repeats=3),
+    }
+    emitted = batched_tree.verify_tree(target, q, tokens, parents, gen, rule=rule, validate=False)
+    mean_tokens = float((emitted >= 0).sum(1).float().mean())
+    return {"case": f"tree {rule} ({RULE_SCHEME[rule]} drafts)", "batch": batch, "vocab": vocab, "nodes": 60,
+            "depth": 6, "seconds": seconds, "naive_over_batched": seconds["naive"] / seconds["batched"],
+            "mean_tokens": mean_tokens}  # fmt: skip
+
+
+def bench_block_case(batch, gamma, vocab, device, timer):
+    from .bench import make_inputs
+
+    target, draft, tokens = make_inputs(batch, gamma, vocab, torch.float32, device)
+    gen = torch.Generator(device=device).manual_seed(1)
+    seconds = {
+        "batched": timer(lambda: batched_block.verify_block(target, draft, tokens, gen, validate=False)),
+        "naive": timer(lambda: naive_block_verify(target, draft, tokens, gen), repeats=3),
+    }
+    return {"case": f"block, chain of {gamma}", "batch": batch, "vocab": vocab, "nodes": gamma, "depth": gamma,
+            "seconds": seconds, "naive_over_batched": seconds["naive"] / seconds["batched"]}  # fmt: skip
+
+
+def write_reports(results, env, out_dir: Path):
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "bench_tree.json").write_text(json.dumps({"environment": env, "cases": results}, indent=2))
+    lines = [
+        "# Tree and block verification benchmark",
+        "",
+        f"torch {env['torch']} on {env.get('gpu', env['processor'])} ({env['device']}), {env['threads']} thread(s), "
+        f"load average at the end {env.get('load_average')}. Medians; CPU caches flushed before every call. "
+        "Naive = the same rule walked row by row with torch operations on [V] rows. fp32 inputs.",
+        "",
+        "| case | B | V | nodes | depth | batched ms | naive ms | naive / batched |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for c in results:
+        s = c["seconds"]
+        shape = f"| {c['case']} | {c['batch']} | {c['vocab']} | {c['nodes']} | {c['depth']} | "
+        lines.append(shape + f"{1e3 * s['batched']:.2f} | {1e3 * s['naive']:.1f} | {c['naive_over_batched']:.1f}x |")
+    (out_dir / "bench_tree.md").write_text("\n".join(lines) + "\n")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m specref.bench_tree", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="target_only and mss only, B = 16")
+    parser.add_argument("--out", default="reports", help="directory for bench_tree.md and bench_tree.json")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    parser.add_argument("--repeats", type=int, default=9)
+    args, _ = parser.parse_known_args(argv)  # `nox -s bench -- ...` passes specref.bench's options too
+    torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    timer = Timer(device, args.repeats)
+    batch, vocab = (16, 32000) if args.quick else (64, 32000)
+    rules = ("target_only", "mss") if args.quick else tuple(RULE_SCHEME)
+    results = []
+    for rule in rules:
+        results.append(bench_tree_case(rule, batch, vocab, device, timer))
+        c = results[-1]
+        seconds = c["seconds"]
+        ratio = c["naive_over_batched"]
+        print(f"{c['case']:40s} B={batch} V={vocab}: batched {1e3 * seconds['batched']:8.2f} ms, "
+              f"naive {1e3 * seconds['naive']:9.1f} ms, naive/batched {ratio:6.1f}x", flush=True)  # fmt: skip
+    if not args.quick:
+        results.append(bench_block_case(batch, 6, vocab, device, timer))
+        c = results[-1]
+        print(f"{c['case']:40s} B={batch} V={vocab}: naive/batched {c['naive_over_batched']:6.1f}x", flush=True)
+    write_reports(results, environment(device, args.threads), Path(args.out))
+    return 0 if all(math.isfinite(c["seconds"]["batched"]) for c in results) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,268 @@
+"""Tree verification for one sequence, written as the math.
+
+The tree contract (`specref.batched_tree` adds a batch dimension B in front of every argument):
+
+    verify_tree(target_probs [N+1][V], draft_probs [N][V] | None, draft_tokens [N], parents [N], rng, rule=...)
+      -> tokens: the accepted root-to-node path's tokens, then one correction or bonus token (1..D+1 tokens)
+
+  * Node 0 is the root, the last committed token. Nodes 1..N are the draft nodes; node i carries draft_tokens[i-1].
+  * parents[i-1] is node i's parent (0 for children of the root); parents come before their children. Padding
+    nodes (ragged trees in a batch) have parent -1; no node has a padding parent.
+  * target_probs[j] is the target law at the context that ends at node j (the root: the first new token's law).
+  * draft_probs[i-1] is the law node i's token was drawn from (None for deterministic trees). Without replacement
+    it is the law before the earlier siblings' tokens are removed (the masked law gives the same result: masking
+    is idempotent).
+  * Siblings are ordered by node index, which is their draw order.
+  * With `return_nodes=True` the accepted nodes come too, root-to-node order, the root left out.
+
+Verification walks from the root. At node u with children c_1..c_K and target row p = target_probs[u], the rule
+accepts one child and moves to it, or emits a correction from its residual at u and stops; at a node without
+children it emits a bonus token from p. With x_k the token of c_k and q_k its draft row, the rules are:
+
+  mss           SpecInfer multi-step speculative sampling (Miao et al. 2024, Alg. 2), for children drawn i.i.d.,
+                duplicates included: r = p; for k = 1..K accept with min(1, r(x_k) / q_k(x_k)), else
+                r := norm((r - q_k)_+). If none is accepted, emit from r.
+  rsd           Recursive rejection sampling without replacement (Jeon et al. 2024; Sequoia; EAGLE-1): mss with
+                q_k restricted to the untried tokens and renormalised. Siblings must be distinct (drawn without
+                replacement, or i.i.d. draws de-duplicated in order of first occurrence).
+  target_only   Deterministic trees, target only (EAGLE-2/3; SGLang at thresholds 1.0): accept c_k with
+                probability r(x_k), where r = p restricted to the untried tokens, renormalised (mass 1 - p(tried),
+                rows summing to 1 by contract); duplicate siblings are skipped. If none is accepted, emit from r.
+  sample_match  The target samples y ~ p and the walk follows the first child whose token is y, else emits y.
+
+target_only and sample_match do not read draft_probs. For mss and rsd, draft_probs=None means point-mass drafts.
+
+How a chain is a tree: g drafts form the tree with parents = [0, 1, ..., g-1] (`chain_parents`), target rows
+p_1..p_{g+1} and draft rows q_1..q_g as in `specref.reference.chain`. On a chain, mss and rsd are exact
+speculative sampling and target_only is its point-mass rule, token for token under the same uniforms;
+sample_match is sample-and-match. `chain_as_tree` makes a chain verifier callable through this contract.
+
+Randomness, and the coupling convention shared with `specref.batched_tree` (`uniforms_rng` builds it):
+  * mss, rsd, target_only: `Injected` with N+1 uniforms; the accept tests consume u_0, u_1, ... in the order the
+    walk makes them (at most N tests), and u_N feeds the one final draw (correction or bonus);
+  * sample_match: `Sequential`; the draw at depth d (the root is depth 0) uses u_d.
+
+Empty residual: with exact arithmetic a residual only empties where acceptance is certain. If rounding empties it,
+the rule draws from the node's target row p instead (as the chain engine does); it never yields NaN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import reduce
+from operator import add
+from typing import NamedTuple
+
+from ..randomness import Injected, Randomness, Sequential
+from ..validation import check_distribution, check_token
+from .chain import Row
+
+RULES = ("mss", "rsd", "target_only", "sample_match")
+#: Rules that read the children's draft rows.
+USES_DRAFT_PROBS = ("mss", "rsd")
+
+
+class Accept(NamedTuple):
+    index: int  # which child, 0-based in sibling order
+
+
+class Emit(NamedTuple):
+    token: int  # the correction (or bonus) token; the walk stops
+
+
+def step(rule: str, p: Row, children: Sequence[tuple[int, Row | None]], rng: Randomness) -> Accept | Emit:
+    """The rule at one node: p is the node's target row, children the (x_k, q_k) in sibling order."""
+    if rule == "mss":
+        return _mss(p, children, rng)
+    if rule == "rsd":
+        return _rsd(p, children, rng)
+    if rule == "target_only":
+        return _target_only(p, children, rng)
+    if rule == "sample_match":
+        return _sample_match(p, children, rng)
+    raise ValueError(f"rule={rule!r}; expected one of {RULES}")
+
+
+def _mss(p, children, rng):
+    r, weights = p, p  # weights: the unnormalised law of the final draw
+    for k, (x, q) in enumerate(children):
+        if rng.accept(r[x] / q[x]):  # min(1, r(x_k) / q_k(x_k))
+            return Accept(k)
+        weights = _residual(r, q, p)  # (r - q_k)_+
+        r = _normalised(weights)
+    return Emit(rng.categorical(weights))
+
+
+def _rsd(p, children, rng):
+    r, weights, tried = p, p, []
+    for k, (x, q) in enumerate(children):
+        if tried:  # q_k: q without the tried tokens, renormalised
+            q = _normalised([0 if y in tried else q_y for y, q_y in enumerate(q)])
+        if rng.accept(r[x] / q[x]):
+            return Accept(k)
+        weights = _residual(r, q, p)
+        r = _normalised(weights)
+        tried.append(x)
+    return Emit(rng.categorical(weights))
+
+
+def _target_only(p, children, rng):
+    mass, tried = 1, []  # mass = p(untried) = 1 - p(tried)
+    for k, (x, _) in enumerate(children):
+        if x in tried:  # a duplicate sibling: its token was already rejected
+            continue
+        if rng.accept(p[x] / mass if mass > 0 else 0):  # r(x) = p(x) / p(untried)
+            return Accept(k)
+        mass -= p[x]
+        tried.append(x)
+    weights = [0 if y in tried else p_y for y, p_y in enumerate(p)]
+    return Emit(rng.categorical(weights if any(weights) else p))
+
+
+def _sample_match(p, children, rng):
+    y = rng.categorical(p)
+    for k, (x, _) in enumerate(children):
+        if x == y:
+            return Accept(k)
+    return Emit(y)
+
+
+def _residual(r: Row, q: Row, p: Row) -> list:
+    """(r - q)_+, or p where rounding leaves it empty (see module docstring)."""
+    weights = [max(0, r_y - q_y) for r_y, q_y in zip(r, q)]
+    return weights if any(weights) else list(p)
+
+
+def total(weights: Sequence):
+    """sum(weights) left to right (a sequential cumsum's last entry; Python >= 3.12's float sum compensates)."""
+    return reduce(add, weights)
+
+
+def _normalised(weights: Sequence) -> list:
+    mass = total(weights)
+    return [w / mass for w in weights]
+
+
+class ArrayTree:
+    """The tree of the contract's arrays, as the walk sees it: children, target rows, tokens, draft rows."""
+
+    def __init__(self, target_probs, draft_probs, draft_tokens, parents):
+        self.target_probs, self.draft_probs, self.draft_tokens = target_probs, draft_probs, draft_tokens
+        self.kids: list[list[int]] = [[] for _ in range(len(parents) + 1)]
+        for i, parent in enumerate(parents, start=1):
+            if parent >= 0:
+                self.kids[parent].append(i)
+
+    def children(self, node: int) -> list[int]:
+        return self.kids[node]
+
+    def target(self, node: int) -> Row:
+        return self.target_probs[node]
+
+    def token(self, node: int) -> int:
+        return self.draft_tokens[node - 1]
+
+    def draft(self, node: int) -> Row:
+        if self.draft_probs is None:  # a point mass at the node's token
+            return [1 if y == self.token(node) else 0 for y in range(len(self.target_probs[0]))]
+        return self.draft_probs[node - 1]
+
+
+def walk(tree, rule: str, rng: Randomness) -> tuple[list[int], list[int]]:
+    """Verify from the root; return (emitted tokens, accepted nodes). `tree` has children/target/token/draft."""
+    node, tokens, nodes = 0, [], []
+    while True:
+        kids = tree.children(node)
+        children = [(tree.token(c), tree.draft(c) if rule in USES_DRAFT_PROBS else None) for c in kids]
+        outcome = step(rule, tree.target(node), children, rng)
+        if isinstance(outcome, Emit):
+            return tokens + [outcome.token], nodes
+        node = kids[outcome.index]
+        tokens.append(tree.token(node))
+        nodes.append(node)
+
+
+def verify_tree(
+    target_probs: Sequence[Row],  # [N+1][V]  p at the root and at each node
+    draft_probs: Sequence[Row] | None,  # [N][V]  the law each node was drawn from; None: deterministic
+    draft_tokens: Sequence[int],  # [N]
+    parents: Sequence[int],  # [N]  parent node of nodes 1..N; -1 marks padding
+    rng: Randomness,
+    *,
+    rule: str,
+    validate: bool = True,
+    return_nodes: bool = False,
+):
+    """Verify one draft tree by `rule`; return the emitted tokens (and the accepted nodes if return_nodes)."""
+    if validate:
+        check_tree(target_probs, draft_probs, draft_tokens, parents, rule)
+    tokens, nodes = walk(ArrayTree(target_probs, draft_probs, draft_tokens, parents), rule, rng)
+    return (tokens, nodes) if return_nodes else tokens
+
+
+def uniforms_rng(rule: str, uniforms: Sequence[float]) -> Randomness:
+    """The rule's coupling convention over N+1 uniforms (module docstring)."""
+    if rule not in RULES:
+        raise ValueError(f"rule={rule!r}; expected one of {RULES}")
+    return Sequential(uniforms) if rule == "sample_match" else Injected(uniforms)
+
+
+def chain_parents(gamma: int) -> list[int]:
+    """The parents of a chain of gamma drafts: node i's parent is i - 1."""
+    return list(range(gamma))
+
+
+def chain_length(parents: Sequence[int]) -> int:
+    """The number of drafts of a chain tree (padding at the end allowed); ValueError if the tree is not a chain."""
+    n = sum(1 for parent in parents if parent >= 0)
+    if list(parents[:n]) != chain_parents(n) or any(parent >= 0 for parent in parents[n:]):
+        raise ValueError(f"parents={list(parents)!r} is not a chain [0, 1, ..., n-1] followed by -1 padding")
+    return n
+
+
+def chain_as_tree(verify_chain: Callable) -> Callable:
+    """A chain verifier (target_probs, draft_probs, draft_tokens, rng) -> tokens, called through the tree
+    contract; it accepts chain trees only (padding at the end allowed)."""
+
+    def verify(target_probs, draft_probs, draft_tokens, parents, rng, *, return_nodes=False, **kwargs):
+        n = chain_length(parents)
+        q = None if draft_probs is None else draft_probs[:n]
+        tokens = verify_chain(target_probs[: n + 1], q, draft_tokens[:n], rng, **kwargs)
+        return (tokens, list(range(1, len(tokens)))) if return_nodes else tokens
+
+    return verify
+
+
+def check_tree(target_probs, draft_probs, draft_tokens, parents, rule: str) -> None:
+    """The contract's checks; each error names the argument and the value."""
+    if rule not in RULES:
+        raise ValueError(f"rule={rule!r}; expected one of {RULES}")
+    n = len(parents)
+    if len(draft_tokens) != n:
+        raise ValueError(f"draft_tokens has {len(draft_tokens)} entries but parents has {n}")
+    if len(target_probs) != n + 1:
+        raise ValueError(f"target_probs has {len(target_probs)} rows; expected N+1 = {n + 1}")
+    if draft_probs is not None and len(draft_probs) != n:
+        raise ValueError(f"draft_probs has {len(draft_probs)} rows; expected N = {n}")
+    vocab_size = len(target_probs[0])
+    real = [True] + [parent >= 0 for parent in parents]  # node 0 and the non-padding nodes
+    for i, parent in enumerate(parents, start=1):
+        if isinstance(parent, bool) or not isinstance(parent, int) or parent < -1 or parent >= i:
+            raise ValueError(f"parents[{i - 1}]={parent!r}: node {i}'s parent must be -1 or a node in 0..{i - 1}")
+        if parent >= 0 and not real[parent]:
+            raise ValueError(f"parents[{i - 1}]={parent}: node {parent} is padding (its parent is -1)")
+    for j in range(n + 1):
+        if real[j]:
+            check_distribution(f"target_probs[{j}]", target_probs[j], vocab_size)
+    tree = ArrayTree(target_probs, draft_probs, draft_tokens, parents)
+    for node in range(n + 1):
+        seen = set()
+        for c in tree.children(node):
+            x = check_token(f"draft_tokens[{c - 1}]", draft_tokens[c - 1], vocab_size)
+            if rule == "rsd" and x in seen:
+                raise ValueError(f"draft_tokens[{c - 1}]={x} repeats a sibling's token; rule 'rsd' needs them distinct")
+            seen.add(x)
+            if draft_probs is not None and rule in USES_DRAFT_PROBS:
+                check_distribution(f"draft_probs[{c - 1}]", draft_probs[c - 1], vocab_size)
+                if draft_probs[c - 1][x] == 0:
+                    raise ValueError(f"draft_tokens[{c - 1}]={x} has probability 0 in draft_probs[{c - 1}]")
