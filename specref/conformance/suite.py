@@ -1,12 +1,13 @@
 """The conformance suite behind `nox -s conformance` and `nox -s mutants`.
 
     python -m specref.conformance.suite [--mutants-only] [--seed N] [--budget-seconds S]
-                                        [--mutant-budget-seconds S] [--only a,b] [--out reports]
+                                        [--mutant-budget-seconds S] [--only a,b] [--dtypes a,b] [--out reports]
 
 Runs the built-in implementations (reference, batched, transformers, transformers-ensemble, and the GPU peers where
 they can run) at the CLI's default budget, then every mutant of specref.mutants.CATALOGUE at a smaller budget
-(mutants are vectorised), and writes reports/<impl>/ for each built-in, reports/mutants/<name>/ for each mutant,
-reports/index.md and reports/mutants.md (which checks caught each mutant, whether the check designed for it was
+(mutants are vectorised) once per dtype of --dtypes (float32, bfloat16 and float16 rows by default), and writes
+reports/<impl>/ for each built-in, reports/mutants[-<dtype>]/<name>/ for each mutant, reports/index.md and
+reports/mutants[-<dtype>].md (which checks caught each mutant, whether the check designed for it was
 among them, and the wall time of its run). Exit 0 when every built-in gets its expected verdict (conforming, or
 lossy by configuration for the lossy ones) and every mutant is flagged by a check designed for it; else 1.
 
@@ -21,7 +22,7 @@ import argparse
 import sys
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..extras import ADAPTER_REQUIREMENTS, MATPLOTLIB, TORCH, MissingDependency, exit_if_missing, missing, notice
@@ -105,14 +106,24 @@ def run_builtins(
     return outcomes
 
 
-def run_mutants(out: Path, names: list[str], *, seed: int, budget_seconds: float, plots: bool = True) -> list[Outcome]:
+def mutants_folder(dtype: str) -> str:
+    """reports/mutants for float32 (the default dtype), reports/mutants-<dtype> for the others."""
+    return "mutants" if dtype == "float32" else f"mutants-{dtype}"
+
+
+def run_mutants(out: Path, names: list[str], *, seed: int, budget_seconds: float, plots: bool = True,
+                dtype: str = "float32") -> list[Outcome]:  # fmt: skip
+    """Every mutant as an adapter that asks for `dtype` rows (the harness gives it rows exact in that dtype)."""
+    import torch
+
     from ..mutants import CATALOGUE
 
     outcomes = []
     for name in names:
         mutant = CATALOGUE[name]
         spec = f"{mutant.verify.__module__}:{mutant.verify.__name__}"  # also a valid `specref conform` IMPL
-        report, wall, error = run_one(as_adapter(mutant), out / "mutants" / name, spec=spec, seed=seed,
+        adapter = replace(as_adapter(mutant), dtype=getattr(torch, dtype))
+        report, wall, error = run_one(adapter, out / mutants_folder(dtype) / name, spec=spec, seed=seed,
                                       budget_seconds=budget_seconds, plots=plots)  # fmt: skip
         expected = LOSSY if mutant.lossy else NON_CONFORMING
         outcome = Outcome(name, error or report.verdict, expected, [] if error else report.caught_by(), wall,
@@ -124,12 +135,16 @@ def run_mutants(out: Path, names: list[str], *, seed: int, budget_seconds: float
     return outcomes
 
 
-def write_mutants_md(out: Path, outcomes: list[Outcome], *, seed: int, budget_seconds: float) -> Path:
+def write_mutants_md(out: Path, outcomes: list[Outcome], *, seed: int, budget_seconds: float,
+                     dtype: str = "float32") -> Path:  # fmt: skip
     caught = sum(o.caught_expected for o in outcomes)
+    folder = mutants_folder(dtype)
     lines = [
-        "# Mutants: which check caught each deliberately wrong verifier",
+        f"# Mutants ({dtype} rows): which check caught each deliberately wrong verifier",
         "",
-        f"{caught}/{len(outcomes)} mutants flagged by a check designed for them. Each mutant ran as a black box "
+        f"{caught}/{len(outcomes)} mutants flagged by a check designed for them. Each mutant declared dtype {dtype}, "
+        "so the harness gave it rows exact in that dtype (each summing to exactly 1) and held it to their law. "
+        "Each ran as a black box "
         f"(no injected uniforms) through `specref.conformance.run` with seed {seed}, a budget of {budget_seconds:g} s "
         "per mutant and the run's family-wise false-alarm probability 1e-3. Wall time is that of the whole run "
         "(probe, sizing, every check), so it bounds the time to the verdict.",
@@ -145,12 +160,12 @@ def write_mutants_md(out: Path, outcomes: list[Outcome], *, seed: int, budget_se
             worst = max(tv.items(), key=lambda kv: kv[1]) if tv else None
             verdict = "lossy by configuration" + (f"; measured TV up to {worst[1]:.3f} ({worst[0]})" if worst else "")
         lines.append(
-            f"| {o.name if o.verdict.startswith(HARNESS_ERROR) else f'[{o.name}](mutants/{o.name}/report.md)'} "
+            f"| {o.name if o.verdict.startswith(HARNESS_ERROR) else f'[{o.name}]({folder}/{o.name}/report.md)'} "
             f"| {o.bug_class} | {', '.join(o.designed_for or [])} | "
             f"{', '.join(o.caught_by[:4]) or '-'}{' ...' if len(o.caught_by) > 4 else ''} | "
             f"{'yes' if o.caught_expected else '**no**'} | {verdict} | {o.wall_seconds:.0f} |"
         )
-    path = out / "mutants.md"
+    path = out / f"{folder}.md"
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -172,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mutant-budget-seconds", type=float, default=None, metavar="S",
                         help=f"budget per mutant (default {MUTANT_BUDGET_SECONDS:g})")  # fmt: skip
     parser.add_argument("--only", metavar="A,B", help="run only these built-ins and mutants")
+    parser.add_argument("--dtypes", default="float32,bfloat16,float16", metavar="A,B",
+                        help="the dtypes the mutants ask for, torch dtype names (default float32,bfloat16,float16); "
+                        "reports/mutants.md for float32, reports/mutants-<dtype>.md for the others")  # fmt: skip
     parser.add_argument("--out", default="reports", help="reports folder (default reports)")
     args = parser.parse_args(argv)
     builtin_budget = BUILTIN_BUDGET_SECONDS if args.budget_seconds is None else args.budget_seconds
@@ -181,6 +199,10 @@ def main(argv: list[str] | None = None) -> int:
         mutant_budget = args.budget_seconds
     else:
         mutant_budget = MUTANT_BUDGET_SECONDS
+    dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
+    bad_dtypes = [d for d in dtypes if d not in ("float32", "bfloat16", "float16", "float64")]
+    if bad_dtypes or not dtypes:
+        parser.error(f"--dtypes={args.dtypes!r}: each must be one of float32, bfloat16, float16, float64")
     for label, value in (("--budget-seconds", builtin_budget), ("--mutant-budget-seconds", mutant_budget)):
         if not value > 0:
             parser.error(f"{label}={value!r} must be > 0")
@@ -215,9 +237,13 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     outcomes = run_builtins(out, builtins, seed=args.seed, budget_seconds=builtin_budget, mutant_budget=mutant_budget,
                             plots=plots)  # fmt: skip
-    mutant_outcomes = run_mutants(out, mutants, seed=args.seed, budget_seconds=mutant_budget, plots=plots)
-    if mutant_outcomes:
-        _say(f"wrote {write_mutants_md(out, mutant_outcomes, seed=args.seed, budget_seconds=mutant_budget)}")
+    mutant_outcomes = []
+    for dtype in dtypes:
+        outcomes_at = run_mutants(out, mutants, seed=args.seed, budget_seconds=mutant_budget, plots=plots, dtype=dtype)
+        if outcomes_at:
+            path = write_mutants_md(out, outcomes_at, seed=args.seed, budget_seconds=mutant_budget, dtype=dtype)
+            _say(f"wrote {path}")
+        mutant_outcomes += outcomes_at
     try:  # the index is optional: rebuilt from the report.json files, which are all written by now
         _say(f"wrote {write_index(out)}")
     except Exception as error:  # noqa: BLE001
