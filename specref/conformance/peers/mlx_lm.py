@@ -16,6 +16,9 @@ generate() call; rows consume it in turn.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import torch
 
 __all__ = ["mlx_lm_generate", "mlx_status"]
@@ -34,6 +37,25 @@ def mlx_status() -> str:
         return f"mlx does not run here: {type(error).__name__}: {error}"
 
 
+def _gpt2_layout(spec) -> Path:
+    """The tiny model saved as the hub's GPT-2 checkpoints are (GPT2Model keys: no "transformer." prefix, no tied
+    lm_head), the layout mlx_lm's gpt2 `sanitize` reads; config.json gains n_ctx, which its ModelArgs requires."""
+    from safetensors.torch import load_file, save_file
+
+    from ...hf import tiny
+
+    source = tiny.cache_dir() / tiny.recipe_key(spec)
+    folder = tiny.cache_dir() / "mlx" / tiny.recipe_key(spec)
+    if not (folder / "model.safetensors").is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        weights = load_file(source / "model.safetensors")
+        save_file({k.removeprefix("transformer."): v for k, v in weights.items() if k != "lm_head.weight"},
+                  folder / "model.safetensors")  # fmt: skip
+        config = json.loads((source / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps({**config, "n_ctx": config["n_positions"]}))
+    return folder
+
+
 def mlx_lm_generate():
     """The pipeline adapter over mlx_lm's speculative_generate_step."""
     import mlx.core as mx
@@ -48,8 +70,8 @@ def mlx_lm_generate():
 
     target = tiny.load_or_build(tiny.TARGET)
     tiny.load_or_build(tiny.DRAFT)
-    mlx_target, _ = load_model(tiny.cache_dir() / tiny.recipe_key(tiny.TARGET))
-    mlx_draft, _ = load_model(tiny.cache_dir() / tiny.recipe_key(tiny.DRAFT))
+    mlx_target, _ = load_model(_gpt2_layout(tiny.TARGET))
+    mlx_draft, _ = load_model(_gpt2_layout(tiny.DRAFT))
     sampler = make_sampler(temp=TEMPERATURE, top_k=TOP_K)
 
     def generate(prompts: torch.Tensor, n_new: int, seed: int) -> torch.Tensor:

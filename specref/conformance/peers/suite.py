@@ -106,8 +106,11 @@ def engine_rows(out: Path, *, seed: int, budget_seconds: float, only: set[str] |
                 code_path=f"RejectionSampler.forward -> {_safe(vllm_code_path)}")  # fmt: skip
         attempt("vllm-rejection-sample", peer("vllm-rejection-sample").load, package=vllm_package, device=device,
                 rule="exact", code_path=f"rejection_sample -> {_safe(vllm_code_path)}")  # fmt: skip
+        attempt("vllm-generate-temperature", peer("vllm-generate-temperature").load, package=vllm_package,
+                device=device, rule="exact",
+                code_path="vllm.LLM.generate, speculative_config draft_model, T=0.8")  # fmt: skip
         attempt("vllm-generate", peer("vllm-generate").load, package=vllm_package, device=device, rule="exact",
-                code_path="vllm.LLM.generate with speculative_config (draft model)")  # fmt: skip
+                code_path="vllm.LLM.generate, speculative_config draft_model, T=0.8, top_k=8")  # fmt: skip
     elif wanted("vllm"):
         rows.append(not_run("vllm", vllm_package, "vllm.v1.sample.rejection_sampler", "exact",
                             f"vllm does not import here; install: {peer('vllm').pip}"))  # fmt: skip
@@ -222,6 +225,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", metavar="A,B", help="run only these engines")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="reports", help="reports folder (default reports)")
+    parser.add_argument("--why", metavar="ENGINE=TEXT", action="append", default=[],
+                        help="a fact to add to an engine's notes, e.g. its build time (repeatable)")  # fmt: skip
+    parser.add_argument("--update", action="store_true",
+                        help="keep the rows of the engines not run now from an existing peers.json")  # fmt: skip
     parser.add_argument("--env", metavar="K=V", action="append", default=[],
                         help="a fact about the environment for the report header (repeatable)")  # fmt: skip
     args = parser.parse_args(argv)
@@ -234,6 +241,17 @@ def main(argv: list[str] | None = None) -> int:
     env.update(item.split("=", 1) for item in args.env if "=" in item)
     started = time.perf_counter()
     rows = engine_rows(out, seed=args.seed, budget_seconds=args.budget_seconds, only=only)
+    if args.update and (out / "peers.json").is_file():
+        earlier = json.loads((out / "peers.json").read_text())
+        fresh = {r.engine: r for r in rows}
+        kept = [fresh.pop(r["engine"], None) or Row(**r) for r in earlier["rows"]]  # earlier order, fresh rows in
+        rows = kept + list(fresh.values())
+        env = {**earlier.get("env", {}), **env}
+    for item in args.why:
+        engine, _, text = item.partition("=")
+        for row in rows:
+            if row.engine == engine:
+                row.why = f"{row.why} {text}".strip()
     _say(f"wrote {write_peers(out, rows, seed=args.seed, budget_seconds=args.budget_seconds, env=env)} "
          f"in {time.perf_counter() - started:.0f} s")  # fmt: skip
     return 0

@@ -1,16 +1,18 @@
-"""vllm.LLM end to end: the tiny target with the tiny draft model as its speculative_config (pipeline kind).
+"""vllm.LLM end to end: the tiny target with a tiny draft model as its speculative_config (pipeline kind).
 
     LLM(model=target_dir, speculative_config={"method": "draft_model", "model": draft_dir, ...}).generate(...)
 
-The models are specref.hf's tiny GPT-2 pair from their save_pretrained folders (local paths, no hub, no tokenizer:
-skip_tokenizer_init=True and token-id prompts). Sampling: temperature 0.8, top_k 8, exactly n_new tokens
-(min_tokens = max_tokens, ignore_eos). Each prompt is its own request with its own `seed` (vLLM's per-request
-generator), drawn from the harness's seed. The engine runs in-process (VLLM_ENABLE_V1_MULTIPROCESSING=0) with a
-1 GiB KV cache on CPU (VLLM_CPU_KVCACHE_SPACE) unless the caller set them.
+The models are specref.hf's tiny GPT-2 target and a one-head variant of its draft (see draft_spec), loaded from
+their save_pretrained folders (local paths, no hub, no tokenizer: skip_tokenizer_init=True, token-id prompts).
+Sampling: temperature 0.8, top_k 8, exactly n_new tokens (min_tokens = max_tokens, ignore_eos). Each prompt is its
+own request with its own `seed` (vLLM's per-request generator), drawn from the harness's seed. The engine runs
+in-process (VLLM_ENABLE_V1_MULTIPROCESSING=0) with a 1 GiB KV cache on CPU (VLLM_CPU_KVCACHE_SPACE) unless the
+caller set them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 
@@ -19,6 +21,15 @@ import torch
 __all__ = ["vllm_generate", "GAMMA", "TEMPERATURE", "TOP_K"]
 
 TEMPERATURE, TOP_K, GAMMA = 0.8, 8, 3
+
+
+def draft_spec():
+    """specref.hf's tiny draft with one head of 32 instead of two of 16: vLLM's CPU attention rejects head_dim 16
+    ("RuntimeError: Unsupported CPU attention configuration: head_dim=16 isa=2 kv_cache_idx=0", raised by
+    torch.ops._C.get_scheduler_metadata from vllm/v1/attention/backends/cpu_attn.py). Any draft keeps the law."""
+    from ...hf import tiny
+
+    return dataclasses.replace(tiny.DRAFT, n_head=1)
 
 
 @functools.cache
@@ -38,7 +49,12 @@ def _llm(target_dir: str, draft_dir: str):
     )
 
 
-def vllm_generate():
+def vllm_generate_temperature_only():
+    """The same at temperature 0.8 without top-k (vLLM's apply_top_k_only raises on CPU; see vllm_generate)."""
+    return vllm_generate(top_k=None)
+
+
+def vllm_generate(top_k: int | None = TOP_K):
     """The pipeline adapter over vllm.LLM.generate with a draft model."""
     import vllm
     from vllm import SamplingParams
@@ -48,8 +64,8 @@ def vllm_generate():
     from ...hf.processors import Processors
 
     target = tiny.load_or_build(tiny.TARGET)
-    tiny.load_or_build(tiny.DRAFT)
-    folders = [str(tiny.cache_dir() / tiny.recipe_key(spec)) for spec in (tiny.TARGET, tiny.DRAFT)]
+    tiny.load_or_build(draft_spec())
+    folders = [str(tiny.cache_dir() / tiny.recipe_key(spec)) for spec in (tiny.TARGET, draft_spec())]
     llm = _llm(*folders)
 
     def generate(prompts: torch.Tensor, n_new: int, seed: int) -> torch.Tensor:
@@ -57,7 +73,7 @@ def vllm_generate():
         params = [
             SamplingParams(
                 temperature=TEMPERATURE,
-                top_k=TOP_K,
+                top_k=top_k or -1,
                 max_tokens=n_new,
                 min_tokens=n_new,
                 ignore_eos=True,
@@ -70,9 +86,9 @@ def vllm_generate():
         return torch.tensor([list(out.outputs[0].token_ids) for out in outputs], dtype=torch.long)
 
     adapter = PipelineAdapter(
-        f"vllm-generate[draft_model g={GAMMA},T={TEMPERATURE},top_k={TOP_K}]",
+        f"vllm-generate[draft_model g={GAMMA},T={TEMPERATURE},top_k={top_k}]",
         generate,
-        _exact_law(target, Processors(temperature=TEMPERATURE, top_k=TOP_K)),
+        _exact_law(target, Processors(temperature=TEMPERATURE, top_k=top_k)),
         target.config.vocab_size,
         True,
         f"vllm {vllm.__version__} LLM.generate with speculative_config method=draft_model, "
