@@ -140,8 +140,8 @@ def list_builtins() -> str:
         if getattr(adapter, "expected_conforming", True) is False:
             tags.append("a deliberate bug")
         lines.append(f"  {name:<28} {about.split(';')[0].split('. ')[0]} [{', '.join(tags)}]")
-    lines.append("GPU-only peers (vllm, flashinfer, sglang) are listed only where their package imports and CUDA "
-                 "is present.")  # fmt: skip
+    lines.append("Real engines (vllm, vllm-generate, llama-cpp-generate, mlx-lm-generate; flashinfer and sglang on "
+                 "CUDA) are listed only where their package imports: see specref.conformance.peers.PEERS.")  # fmt: skip
     return "\n".join(lines)
 
 

@@ -14,6 +14,11 @@ allocator left in it.
 divides the target logits by it (`logits.div_(temperature.unsqueeze(-1))`), before rejection_sample. Every
 non-greedy speculative step on the CPU backend therefore verifies drafts against a garbage target law; top_k and
 top_p are expanded the same way. The Triton kernel (CUDA) writes the output it is given and is not affected.
+
+A second CPU defect, seen end to end (vllm.LLM with a draft model, top_k set): apply_sampling_constraints calls
+apply_top_k_top_p (vllm/v1/sample/ops/topk_topp_sampler.py), which on CPU takes `apply_top_k_only`; in a step
+whose requests carry no draft tokens the expanded k is empty and `k.max()` raises
+"RuntimeError: max(): Expected reduction dim to be specified for input.numel() == 0", which kills the engine.
 """
 
 import torch
@@ -55,5 +60,16 @@ out = RejectionSampler(Sampler())(metadata, draft_probs, logits, sampling).sampl
 rejected = int((out[:, gamma] == -1).sum())
 print(f"RejectionSampler.forward with q == p at temperature 1: {rejected}/{batch} requests rejected a draft "
       "(expected 0)")  # fmt: skip
-broken = not torch.allclose(expanded, torch.tensor([0.8, 0.8, 1.0, 1.0])) or rejected > 0
+# 3. The empty top-k: a spec-decode step with zero draft tokens (what RejectionSampler.forward passes then).
+from vllm.v1.sample.ops.topk_topp_sampler import apply_top_k_top_p  # noqa: E402
+
+try:
+    apply_top_k_top_p(torch.empty(0, vocab), torch.empty(0, dtype=torch.int32), None)
+    print("apply_top_k_top_p on zero draft tokens: ok")
+    empty_fails = False
+except RuntimeError as error:
+    print(f"apply_top_k_top_p on zero draft tokens: RuntimeError: {error}")
+    empty_fails = True
+
+broken = empty_fails or not torch.allclose(expanded, torch.tensor([0.8, 0.8, 1.0, 1.0])) or rejected > 0
 print("DEFECT REPRODUCED" if broken else "not reproduced (fixed?)")

@@ -52,6 +52,7 @@ PEERS: tuple[Peer, ...] = (
     Peer("vllm-rejection-sample", "vllm", _VLLM_PIP, "vllm:vllm_rejection_sample_adapter"),
     Peer("vllm-generate-temperature", "vllm", _VLLM_PIP, "vllm_llm:vllm_generate_temperature_only"),
     Peer("vllm-generate", "vllm", _VLLM_PIP, "vllm_llm:vllm_generate"),
+    Peer("vllm-generate-plain", "vllm", _VLLM_PIP, "vllm_llm:vllm_generate_plain"),
     Peer("llama-cpp-generate", "llama_cpp", "pip install llama-cpp-python==0.3.36", "llama_cpp:llama_cpp_generate"),
     Peer("mlx-lm-generate", "mlx_lm", "pip install 'mlx[cpu]==0.32.4' mlx-lm==0.32.2", "mlx_lm:mlx_lm_generate"),
     Peer("flashinfer", "flashinfer", "pip install flashinfer-python", "flashinfer:flashinfer_adapter", cuda_only=True),

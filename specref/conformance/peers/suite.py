@@ -71,7 +71,8 @@ def run_engine(name: str, factory, *, package: str, code_path: str, device: str,
         return Row(name, package, code_path, device, rule, "did not run", why=f"{why} Failed here: {detail}".strip())
     rows = sum(s["rows"] for s in report.scenarios.values())
     notes = getattr(adapter, "notes", "") or getattr(adapter, "description", "")
-    about = " ".join(filter(None, [notes, why]))
+    errors = [f"{r.name}: {r.details['error']}" for r in report.failures if r.details.get("error")]
+    about = " ".join(filter(None, [notes, why, *(f"Failed here: {e}" for e in errors[:2])]))
     row = Row(name, package, code_path, device, rule, report.verdict, report.caught_by(), rows,
               smallest_detectable_tv(report), about, str(Path(paths["md"]).relative_to(out)))  # fmt: skip
     _say(f"[peers] {name}: {report.summary()}")
@@ -109,6 +110,8 @@ def engine_rows(out: Path, *, seed: int, budget_seconds: float, only: set[str] |
         attempt("vllm-generate-temperature", peer("vllm-generate-temperature").load, package=vllm_package,
                 device=device, rule="exact",
                 code_path="vllm.LLM.generate, speculative_config draft_model, T=0.8")  # fmt: skip
+        attempt("vllm-generate-plain", peer("vllm-generate-plain").load, package=vllm_package, device=device,
+                rule="-", code_path="vllm.LLM.generate without speculative decoding, T=0.8 (the control)")  # fmt: skip
         attempt("vllm-generate", peer("vllm-generate").load, package=vllm_package, device=device, rule="exact",
                 code_path="vllm.LLM.generate, speculative_config draft_model, T=0.8, top_k=8")  # fmt: skip
     elif wanted("vllm"):
@@ -165,9 +168,10 @@ def _cuda_only_reason(name: str) -> str:
         "flashinfer": "its sampling kernels are CUDA sources JIT-compiled with nvcc at first call; there is no CPU "
         "path.",
         "sglang": "sgl-kernel ships CUDA binaries only (torch.ops.sgl_kernel); there is no CPU path.",
-        "tensorrt-llm": "CUDA only: tensorrt_llm imports its CUDA/TensorRT C++ bindings (tensorrt_llm.bindings) "
-        "at import time, and the registry's wheel needs NVIDIA's libraries. No adapter: its sampling for "
-        "speculative decoding runs inside its executor, not as a public verify function.",
+        "tensorrt-llm": "CUDA only: the package's import loads its C++/CUDA bindings (tensorrt_llm.bindings), "
+        "and its wheels need NVIDIA's CUDA and TensorRT libraries. Its PyTorch backend rejects drafts in a pure-torch "
+        "helper (get_rejected_indices, in the sampler code of tensorrt_llm/_torch/pyexecutor), reachable only through "
+        "that import; no adapter is written, since none could run or be checked here.",
     }[name]
 
 

@@ -33,7 +33,7 @@ def draft_spec():
 
 
 @functools.cache
-def _llm(target_dir: str, draft_dir: str):
+def _llm(target_dir: str, draft_dir: str | None):
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     from vllm import LLM
@@ -45,7 +45,9 @@ def _llm(target_dir: str, draft_dir: str):
         max_model_len=64,
         max_num_seqs=256,
         enforce_eager=True,
-        speculative_config={"method": "draft_model", "model": draft_dir, "num_speculative_tokens": GAMMA},
+        speculative_config=None
+        if draft_dir is None
+        else {"method": "draft_model", "model": draft_dir, "num_speculative_tokens": GAMMA},
     )
 
 
@@ -54,8 +56,13 @@ def vllm_generate_temperature_only():
     return vllm_generate(top_k=None)
 
 
-def vllm_generate(top_k: int | None = TOP_K):
-    """The pipeline adapter over vllm.LLM.generate with a draft model."""
+def vllm_generate_plain():
+    """The control: the same engine, target and sampling without speculative decoding (temperature 0.8 only)."""
+    return vllm_generate(top_k=None, speculative=False)
+
+
+def vllm_generate(top_k: int | None = TOP_K, speculative: bool = True):
+    """The pipeline adapter over vllm.LLM.generate with a draft model (or none: speculative=False)."""
     import vllm
     from vllm import SamplingParams
 
@@ -66,7 +73,7 @@ def vllm_generate(top_k: int | None = TOP_K):
     target = tiny.load_or_build(tiny.TARGET)
     tiny.load_or_build(draft_spec())
     folders = [str(tiny.cache_dir() / tiny.recipe_key(spec)) for spec in (tiny.TARGET, draft_spec())]
-    llm = _llm(*folders)
+    llm = _llm(folders[0], folders[1] if speculative else None)
 
     def generate(prompts: torch.Tensor, n_new: int, seed: int) -> torch.Tensor:
         seeds = torch.randint(0, 2**31 - 1, (len(prompts),), generator=torch.Generator().manual_seed(seed)).tolist()
@@ -86,12 +93,17 @@ def vllm_generate(top_k: int | None = TOP_K):
         return torch.tensor([list(out.outputs[0].token_ids) for out in outputs], dtype=torch.long)
 
     adapter = PipelineAdapter(
-        f"vllm-generate[draft_model g={GAMMA},T={TEMPERATURE},top_k={top_k}]",
+        f"vllm-generate[{f'draft_model g={GAMMA}' if speculative else 'no speculation'},T={TEMPERATURE},top_k={top_k}]",
         generate,
         _exact_law(target, Processors(temperature=TEMPERATURE, top_k=top_k)),
         target.config.vocab_size,
         True,
-        f"vllm {vllm.__version__} LLM.generate with speculative_config method=draft_model, "
-        f"num_speculative_tokens={GAMMA}, on {'cuda' if torch.cuda.is_available() else 'cpu'}",
+        f"vllm {vllm.__version__} LLM.generate "
+        + (
+            f"with speculative_config method=draft_model, num_speculative_tokens={GAMMA}"
+            if speculative
+            else "without speculative decoding (the control)"
+        )
+        + f", on {'cuda' if torch.cuda.is_available() else 'cpu'}",
     )
     return with_prompts(adapter)
