@@ -122,3 +122,13 @@ def test_update_keeps_earlier_rows_and_replaces_the_fresh_ones(tmp_path):
     assert [r["engine"] for r in saved["rows"]] == ["vllm", "tensorrt-llm"]
     assert saved["rows"][0]["why"] == "earlier" and "CUDA only" in saved["rows"][1]["why"]
     assert saved["env"]["setup_seconds"] == "9"
+
+
+def test_suite_row_quotes_the_error_an_engine_raised_inside_a_call(tmp_path):
+    def verify(target_probs, draft_probs, draft_tokens, generator=None):
+        raise RuntimeError("max(): Expected reduction dim")
+
+    row = suite.run_engine("raises", lambda: verify, package="engine", code_path="engine.verify", device="cpu",
+                           rule="exact", out=tmp_path, seed=0, budget_seconds=2)  # fmt: skip
+    assert row.verdict == "non-conforming" and "adapter" in row.failing
+    assert "Failed here: adapter[" in row.why and "RuntimeError: max(): Expected reduction dim" in row.why
