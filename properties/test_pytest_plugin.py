@@ -114,7 +114,7 @@ def test_a_p_zero_token_fails_with_check_p_value_tv_and_a_snippet_that_reproduce
         "*verify: NON-CONFORMING*",
         "FAILED specref[[]bad_verifier.verify[]]::t0_zero_prob_emitted[[]cf_zero_support_g3[]]*",
     ])  # fmt: skip
-    assert ("t0_zero_prob_emitted[cf_zero_support_g3] failed (contract check, T0): p-value 0, a certain failure "
+    assert ("t0_zero_prob_emitted[cf_zero_support_g3] failed (law check, T0): p-value 0, a certain failure "
             "(500 violations in 500 rows); detectable TV: any") in out  # fmt: skip
     assert "verdict of the run: non-conforming" in out
 
