@@ -8,7 +8,8 @@ if rounding leaves none, the last j with w_j > 0; if w is numerically all zero, 
 Two paths:
   * float64: the full [B, V] weights and a sequential cumsum, the reference's own IEEE operations (token for token
     on CPU; on CUDA the cumsum is a parallel scan, equal up to ties within rounding).
-  * fp32 (also fp16/bf16 inputs): two levels. Block sums of BLOCK tokens pick the block (float64 partial sums over
+  * fp32 (also fp16/bf16 inputs), V <= BLOCK: the float64 path over the weights computed in the compute dtype.
+  * fp32 (also fp16/bf16 inputs), V > BLOCK: two levels. Block sums of BLOCK tokens pick the block (float64 partial sums over
     fp32 block sums), then that block's BLOCK weights, recomputed from the inputs, pick the token. Block sums come
     from a fused kernel of `specref.kernels` (C on CPU, Triton on CUDA: one read of each input row) or else from
     torch operations on the full weights. A block's mass is off by a few 1e-7 of itself at most, far below what
@@ -48,6 +49,8 @@ def final_draw(final: FinalRows, u: torch.Tensor, dtype: torch.dtype) -> torch.T
     """[B] int64: one token per row, drawn with the uniforms u [B] in the compute dtype."""
     if dtype == torch.float64:
         token, ok = _inverse_cdf_sequential(full_weights(final, dtype), u)
+    elif final.target_probs.shape[2] <= BLOCK:  # one block: two levels would gather BLOCK columns for V of them
+        token, ok = _inverse_cdf_sequential(full_weights(final, dtype).double(), u.double())
     else:
         target, draft = final.target_probs, final.draft_probs
         sums = kernels.block_sums(target, draft, final.target_row, final.draft_row, final.removed, BLOCK)
