@@ -92,6 +92,8 @@ class Tally:
         self.rows += rows
         if len(self.chunks) < 1000:
             self.chunks.append(dict(where))
+        if sc.probe and self._probe_clean(batch, out, probs_seen[0]):
+            return  # the probe's rows are all certainly right: nothing more to count (see _probe_clean)
         valid = out >= 0
         in_range = (~valid & (out == -1)) | (valid & (out < v))
         ok_ids = in_range.all(1)
@@ -142,6 +144,15 @@ class Tally:
             if self.pairs is None:
                 self.pairs = np.zeros((v, v), dtype=np.int64)
             np.add.at(self.pairs, (out[half, 0], out[half + 1, 0]), 1)
+
+    @staticmethod
+    def _probe_clean(batch: Batch, out: np.ndarray, target_seen: np.ndarray) -> bool:
+        """The probe (g = 1, every draft of probability 0) has one right output per row: [t, -1] with p(t) > 0.
+        True when every row has it, in a few passes; otherwise the full checks below find and count the culprits."""
+        first = out[:, 0]
+        support = target_seen[0, 0] > 0  # context-free: one target row
+        return bool(((first >= 0) & (first < support.size)).all() and support[first.clip(0, support.size - 1)].all()
+                    and (out[:, 1] == -1).all() and (batch.num_draft == 1).all())  # fmt: skip
 
     def _residual_support(self, rejected, accepted, last, batch, out, probs_seen, where) -> None:
         """T0 under every known rule (the declared one is the check; the others serve the rule diagnosis)."""

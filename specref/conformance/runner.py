@@ -47,7 +47,7 @@ from .scenarios import SCENARIOS, Scenario, get, probe_detection, probe_rows_nee
 MAX_ROWS = {"default": 400_000, "large_v8193_g2": 200_000, "large_v151936_g1": 20_000}
 MIN_ROWS = 256
 #: The most of the budget the rare-edge probe may take (it stops earlier once it reaches its target power).
-PROBE_SHARE = 0.35
+PROBE_SHARE = 0.45
 #: A call that returns nothing for this long (or for the rest of the budget, if longer) is declared a hang;
 #: the environment variable SPECREF_MIN_CALL_TIMEOUT overrides it (seconds).
 MIN_CALL_TIMEOUT = float(os.environ.get("SPECREF_MIN_CALL_TIMEOUT", "30"))

@@ -101,7 +101,8 @@ class Scenario:
     probe: bool = False  # a rare-edge probe: T0 only, sized by the event it must make happen (see PROBES)
     rows_per_call: int = 4096
     dtype: torch.dtype = torch.float64  # the dtype its rows are exact in (see given)
-    _given: dict = field(default_factory=dict, repr=False, compare=False)
+    _given: dict = field(default_factory=dict, repr=False, compare=False)  # dtype -> this scenario as given
+    _batches: dict = field(default_factory=dict, repr=False, compare=False)  # the probe's batch, per (rows, seed)
 
     @property
     def vocab_size(self) -> int:
@@ -113,11 +114,25 @@ class Scenario:
         computed from the given rows, so the law a verifier is held to is the law of what it received."""
         if dtype not in self._given:
             self._given[dtype] = replace(
-                self, target=as_given(self.target, dtype), draft=as_given(self.draft, dtype), dtype=dtype, _given={}
+                self,
+                target=as_given(self.target, dtype),
+                draft=as_given(self.draft, dtype),
+                dtype=dtype,
+                _given={},
+                _batches={},
             )
         return self._given[dtype]
 
     def inputs(self, rows: int, seed: int, chunk, start_states: np.ndarray | None = None) -> Batch:
+        if self.probe:  # tens of millions of rows: one batch per (rows, seed), every call differs by its generator
+            key = (rows, seed)
+            if key not in self._batches:
+                self._batches.clear()
+                self._batches[key] = self._inputs(rows, seed, "probe", start_states)
+            return self._batches[key]
+        return self._inputs(rows, seed, chunk, start_states)
+
+    def _inputs(self, rows: int, seed: int, chunk, start_states: np.ndarray | None) -> Batch:
         rng = _rng("inputs", seed, self.name, chunk)
         g, v = self.gamma, self.vocab_size
         component = rng.integers(len(self.starts), size=rows)
