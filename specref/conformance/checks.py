@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..stats import CheckResult, chisquare_gof, chisquare_strata, mean_ci
+from ..stats import CheckResult, binomial_positions, chisquare_gof, chisquare_strata, mean_ci, not_tested
 from . import laws
 from .scenarios import Batch, Scenario
 
@@ -228,8 +228,7 @@ class Tally:
             return chisquare_strata(self.bonus, sc.target, alpha=alpha, name=name)
         if kind == "reject_rate":
             z = float(laws.rejection_mass(sc)[0])
-            observed = np.stack([self.rejected, self.reached - self.rejected], 1)  # [g, 2] per position
-            result = chisquare_strata(observed, np.tile([z, 1 - z], (sc.gamma, 1)), alpha=alpha, name=name)
+            result = binomial_positions(self.rejected, self.reached, z, alpha=alpha, name=name)
             rates = np.divide(self.rejected, self.reached, out=np.full(sc.gamma, np.nan), where=self.reached > 0)
             result.details.update(z=z, rate_by_position=rates.tolist(), reached=self.reached.tolist())
             return result
@@ -278,7 +277,7 @@ class Tally:
 
 
 def _no_data(name: str, alpha: float) -> CheckResult:
-    return CheckResult(name, 0.0, 0, 1.0, 0, alpha, float("nan"), True, 0.0, {"note": "no observations"})
+    return not_tested(name, "not tested (no observations)", 0, {"note": "no observations"})
 
 
 def _first_token_given_fixed_drafts(sc: Scenario, seed: int) -> np.ndarray:
