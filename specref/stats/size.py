@@ -75,19 +75,35 @@ def _tail(e: int, df: int) -> tuple[np.ndarray, float]:
     return np.minimum(tail, 1.0), escaped
 
 
-def pearson_p_value(statistic: float, df: int, min_expected: float) -> float:
-    """P(Q_df / E >= statistic), E = ladder_floor(min_expected): the rule's p-value (an upper bound)."""
-    if df < 1:
-        raise ValueError(f"df={df!r} must be >= 1")
-    e = ladder_floor(min_expected)
+#: Up to this df the lattice of Q_df / E is coarse enough that a bin count between ladder steps can have a slightly
+#: heavier tail at the critical value (2% at df = 2); there the p-value is the largest over every integer E from
+#: the ladder step up to the next one (to twice the last).
+LATTICE_DF = 3
+
+
+def _span(e: int, df: int) -> range:
+    if df > LATTICE_DF:
+        return range(e, e + 1)
+    higher = [x for x in E_LADDER if x > e]
+    return range(e, higher[0] if higher else 2 * e)
+
+
+def _tail_at(e: int, df: int, statistic: float) -> float:
     tail, escaped = _tail(e, df)
-    # the statistic is a float; the lattice point at or below it gives the larger tail (conservative)
-    q = int(math.floor(statistic * e + 1e-9))
+    q = int(math.floor(statistic * e + 1e-9))  # the lattice point at or below: the larger tail (conservative)
     if q <= 0:
         return 1.0
     if q >= tail.size:
-        return float(escaped) if escaped > 0 else 0.0
+        return escaped
     return float(tail[q])
+
+
+def pearson_p_value(statistic: float, df: int, min_expected: float) -> float:
+    """P(Q_df / E >= statistic), E = ladder_floor(min_expected) (largest over E's span for df <= LATTICE_DF)."""
+    if df < 1:
+        raise ValueError(f"df={df!r} must be >= 1")
+    e = ladder_floor(min_expected)
+    return max(_tail_at(x, df, statistic) for x in _span(e, df))
 
 
 @lru_cache(maxsize=4096)
@@ -98,7 +114,16 @@ def pearson_critical(alpha: float, df: int, min_expected: float) -> float:
     below = np.flatnonzero(tail <= alpha)
     if below.size == 0:
         raise ValueError(f"alpha={alpha!r} is below the resolved range of the reference law (P_FLOOR={P_FLOOR})")
-    return float(below[0]) / e
+    critical = float(below[0]) / e
+    if df > LATTICE_DF:
+        return critical
+    # the max over the span: the smallest x with every E's tail <= alpha (each tail is a step function of x)
+    candidates = sorted({math.ceil((x * critical) - 1e-9) / x for x in _span(e, df)} | {critical})
+    points = sorted({q / x for x in _span(e, df) for q in range(int(critical * x), int(critical * x * 1.5) + 2)})
+    for point in points:
+        if point >= candidates[0] and pearson_p_value(point, df, e) <= alpha:
+            return point
+    raise AssertionError(f"no critical value found for alpha={alpha}, df={df}, e={e}")
 
 
 @lru_cache(maxsize=4096)
@@ -155,6 +180,28 @@ def size_rare_limit(alpha: float, df: int, e: int, rare: int, critical: float | 
     return float((law * chi2.sf(np.maximum(c - q / e, 0.0), df - rare)).sum() + beyond)
 
 
+def sizes_by_rare(alpha: float, df: int, e: int, critical: float | None = None) -> list[float]:
+    """[size_rare_limit(alpha, df, e, m) for m = 1..df] in one pass of convolutions (the T1 table's workhorse)."""
+    c = pearson_critical(alpha, df, e) if critical is None else critical
+    cap = int(math.ceil(c * e)) + 1
+    squares, weights, _ = _term_law(e, cap)
+    law = np.zeros(cap)
+    law[0] = 1.0
+    q = np.arange(cap) / e
+    out = []
+    for m in range(1, df + 1):
+        new = np.zeros(cap)
+        for square, w in zip(squares.tolist(), weights.tolist()):
+            new[square:] += w * law[: cap - square]
+        law = new
+        beyond = max(0.0, 1.0 - float(law.sum()))
+        if m == df:
+            out.append(float(law[q >= c - 1e-12].sum() + beyond))
+        else:
+            out.append(float((law * chi2.sf(np.maximum(c - q, 0.0), df - m)).sum() + beyond))
+    return out
+
+
 def size_multinomial(alpha: float, expected: tuple[float, ...], critical: float | None = None) -> float:
     """Exact size of the rule's test on a 3-bin multinomial with these expected counts (df = 2), by enumeration.
 
@@ -190,4 +237,5 @@ __all__ = [
     "size_binomial",
     "size_multinomial",
     "size_rare_limit",
+    "sizes_by_rare",
 ]
