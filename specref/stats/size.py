@@ -19,7 +19,9 @@ The rule (E_min, reference law):
   * bins are merged by expected counts until each holds >= E_min(alpha, df) (merging.py), and at most MAX_DF + 1
     bins remain (beyond that the minimum grows to n / (MAX_DF + 1));
   * E_min(alpha, df) is the smallest count on E_LADDER at which the rule's critical value is at most
-    chi2.isf(alpha / 2, df) (the far-tail correction costs no more than halving alpha), else E_LADDER[-1];
+    chi2.isf(alpha / COST, df) (the far-tail correction costs no more than dividing alpha by COST = 10), else
+    E_LADDER[-1]. A larger E_min buys a smaller critical value but merges more bins (hidden_mass): at the N a
+    run affords, merging costs far more power than the critical value, so E_min stays small where it can;
   * the p-value uses the law at the largest ladder value <= the smallest bin's expected count (a larger E has a
     lighter tail, so rounding down is conservative).
 Two bins (df = 1) never come here: they are an exact binomial test (gof.py).
@@ -35,6 +37,8 @@ from scipy.stats import binom, chi2, poisson
 
 #: Integer expected counts the reference law is tabulated at (the lattice of Q needs an integer E).
 E_LADDER = (20, 30, 50, 100)
+#: E_min is raised until the rule's critical value is at most chi2.isf(alpha / COST, df).
+COST = 10.0
 #: The most degrees of freedom a chi-square check keeps (bins are merged down to MAX_DF + 1).
 MAX_DF = 128
 #: p-values are resolved down to this level; smaller ones are reported as this upper bound (or the exact tail).
@@ -128,8 +132,8 @@ def pearson_critical(alpha: float, df: int, min_expected: float) -> float:
 
 @lru_cache(maxsize=4096)
 def min_expected_for(alpha: float, df: int) -> int:
-    """E_min(alpha, df): the smallest ladder count whose critical value is <= chi2.isf(alpha / 2, df)."""
-    target = float(chi2.isf(alpha / 2, max(df, 1)))
+    """E_min(alpha, df): the smallest ladder count whose critical value is <= chi2.isf(alpha / COST, df)."""
+    target = float(chi2.isf(alpha / COST, max(df, 1)))
     for e in E_LADDER:
         if pearson_critical(alpha, max(df, 1), e) <= target:
             return e
