@@ -86,7 +86,9 @@ def test_merging_never_depends_on_observed_counts(probs, n, seed):
     first = rng.multinomial(n, probs)
     skewed = np.where(possible, rng.random(probs.size), 0.0)
     second = rng.multinomial(n, skewed / skewed.sum())
-    groups, hidden_mass = merge_bins(probs, n, effective_min_expected(20.0, n))  # the bin cap may raise the floor
+    groups, hidden_mass = merge_bins(probs, n, 20.0)
+    if len(groups) > MAX_DF + 1:  # the bin cap raises the floor
+        groups, hidden_mass = merge_bins(probs, n, effective_min_expected(20.0, n))
     for observed in (first, second):
         result = chisquare_gof(observed, probs, alpha=0.01, min_expected=20.0)
         if not result.tested:  # one bin: not a test
@@ -379,3 +381,15 @@ def test_to_dict_maps_non_finite_to_none():
 def test_bad_arguments_raise_value_error_naming_them(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_bin_cap_binds_only_past_max_df():
+    """Merging to n / (MAX_DF + 1) happens only when more than MAX_DF + 1 bins would remain (power at small V)."""
+    probs = np.full(16, 1 / 16)
+    result = chisquare_gof(np.full(16, 625), probs, alpha=1e-5)  # n = 10000
+    assert result.df == 15 and result.details["pooled_bins"] == 0
+    skewed = np.array([0.005] * 15 + [1 - 0.075])  # 50 expected each: a floor of 77.5 would pool them
+    result = chisquare_gof(np.rint(skewed * 10_000).astype(int), skewed, alpha=1e-5)
+    assert result.df == 15 and result.hidden_mass == 0.0
+    strata = chisquare_strata(np.rint(skewed * 10_000).astype(int)[None, :], skewed[None, :], alpha=1e-5)
+    assert strata.df == 15 and strata.hidden_mass == 0.0

@@ -41,7 +41,8 @@ def check_min_expected(min_expected: object) -> float:
 
 
 def effective_min_expected(min_expected: float, n: int) -> float:
-    """min_expected, raised so that at most MAX_DF + 1 bins remain (the reference law is tabulated up to MAX_DF)."""
+    """The floor a second merge uses when merging at min_expected leaves more than MAX_DF + 1 bins: n / (MAX_DF + 1)
+    (the reference law is tabulated up to MAX_DF)."""
     return max(min_expected, n / (MAX_DF + 1))
 
 
@@ -130,7 +131,9 @@ def chisquare_gof(
     statistic, p_value, df, hidden_mass = 0.0, 1.0, 0, 0.0
     detectable = float("nan")
     if n_possible > 0:
-        bins = bins_for(probs, n_possible, effective_min_expected(min_expected, n_possible))
+        bins = bins_for(probs, n_possible, min_expected)
+        if bins.starts.size > MAX_DF + 1:  # the cap: merge again to >= n / (MAX_DF + 1)
+            bins = bins_for(probs, n_possible, effective_min_expected(min_expected, n_possible))
         observed_bins = bins.sum(observed).astype(np.float64)  # [B]
         expected_bins = bins.sum(probs) * n_possible  # [B]
         expected_bins *= observed_bins.sum() / expected_bins.sum()  # equal totals

@@ -24,6 +24,37 @@ from .record import CheckResult, not_tested
 from .size import MAX_DF, ladder_floor, pearson_p_value
 
 
+def _strata_bins(observed, expected, labels, floor):
+    """Per-stratum merging at floor: (statistic, df, hidden mass * n, impossible, tested, smallest, binned)."""
+    statistic, df, hidden, impossible, tested = 0.0, 0, 0.0, [], []
+    smallest, binned = float("inf"), []
+    for s in np.flatnonzero(observed.sum(1)):
+        counts, row = observed[s], expected[s]
+        total = row.sum()
+        if total <= 0:
+            impossible.append({"stratum": labels[s], "token": None, "observed": int(counts.sum())})
+            continue
+        row = row / total
+        bad = np.flatnonzero((row == 0) & (counts > 0))
+        impossible += [{"stratum": labels[s], "token": int(t), "observed": int(counts[t])} for t in bad]
+        n_s = int(counts[row > 0].sum())
+        if n_s == 0:
+            continue
+        bins = bins_for(row, n_s, floor)
+        o = bins.sum(counts).astype(np.float64)
+        e = bins.sum(row) * n_s
+        e *= o.sum() / e.sum()
+        hidden += bins.hidden_mass * n_s
+        if o.size > 1:
+            statistic += float(((o - e) ** 2 / e).sum())
+            df += o.size - 1
+            smallest = min(smallest, float(e.min()))
+            tested.append((s, row, n_s))
+            binned.append((o, e))
+
+    return statistic, df, hidden, impossible, tested, smallest, binned
+
+
 def chisquare_strata(
     observed_counts,
     expected_probs,
@@ -56,41 +87,19 @@ def chisquare_strata(
         min_expected = check_min_expected(min_expected)
     labels = list(range(observed.shape[0])) if labels is None else list(labels)
 
-    statistic, df, n, hidden, impossible, tested = 0.0, 0, int(observed.sum()), 0.0, [], []
-    smallest, binned = float("inf"), []
-    # the bin cap of MAX_DF + 1 holds over all strata together: each stratum merges to >= n / (MAX_DF + 1)
-    floor = effective_min_expected(min_expected, n)
-    for s in np.flatnonzero(observed.sum(1)):
-        counts, row = observed[s], expected[s]
-        total = row.sum()
-        if total <= 0:
-            impossible.append({"stratum": labels[s], "token": None, "observed": int(counts.sum())})
-            continue
-        row = row / total
-        bad = np.flatnonzero((row == 0) & (counts > 0))
-        impossible += [{"stratum": labels[s], "token": int(t), "observed": int(counts[t])} for t in bad]
-        n_s = int(counts[row > 0].sum())
-        if n_s == 0:
-            continue
-        bins = bins_for(row, n_s, floor)
-        o = bins.sum(counts).astype(np.float64)
-        e = bins.sum(row) * n_s
-        e *= o.sum() / e.sum()
-        hidden += bins.hidden_mass * n_s
-        if o.size > 1:
-            statistic += float(((o - e) ** 2 / e).sum())
-            df += o.size - 1
-            smallest = min(smallest, float(e.min()))
-            tested.append((s, row, n_s))
-            binned.append((o, e))
+    n = int(observed.sum())
+    for floor in (min_expected, effective_min_expected(min_expected, n)):
+        # the cap of MAX_DF over all strata together: when merging at min_expected leaves more, every stratum
+        # merges again to >= n / (MAX_DF + 1)
+        statistic, df, hidden, impossible, tested, smallest, binned = _strata_bins(observed, expected, labels, floor)
+        if df <= MAX_DF:
+            break
 
     p_value, used, detectable = 1.0, {}, float("nan")
     if df == 1:  # one stratum with two bins: the exact binomial test
         statistic, p_value, used = binned_test(*binned[0])
         detectable = min_detectable_diff_binomial(int(round(binned[0][0].sum())), used["p0"], alpha, beta)
     elif df >= 2:
-        if df > MAX_DF:
-            raise AssertionError(f"df={df} exceeds MAX_DF={MAX_DF} despite the bin floor {floor}")
         p_value = pearson_p_value(statistic, df, smallest)
         used = {"test_used": "Pearson chi-square summed over strata, far-tail reference law (size.py)",
                 "reference_e": ladder_floor(smallest), "min_bin_expected": smallest}  # fmt: skip
