@@ -21,18 +21,23 @@ from specref.stats import (
     binomial_rate,
     binomial_rejection_region,
     chisquare_gof,
+    chisquare_strata,
     discrete_law,
     mean_ci,
     merge_bins,
     min_detectable_diff_binomial,
     min_detectable_shift_mean,
     min_detectable_tv_chisquare,
+    min_expected_for,
     min_num_samples_binomial,
     min_num_samples_chisquare,
     min_num_samples_mean,
     moments,
     noncentrality_for_power,
 )
+from specref.stats.gof import effective_min_expected
+from specref.stats.power import rule_critical
+from specref.stats.size import MAX_DF, pearson_critical
 
 pytestmark = pytest.mark.exact
 
@@ -56,7 +61,7 @@ def laws(draw, max_vocab: int = 60) -> np.ndarray:
 # ---- merging ---------------------------------------------------------------------------------------------------
 
 
-@given(laws(), st.integers(1, 5000), st.sampled_from([5.0, 20.0]))
+@given(laws(), st.integers(1, 5000), st.sampled_from([20.0, 50.0]))
 def test_merge_bins_partitions_possible_tokens_into_bins_of_enough_expected_draws(probs, n, min_expected):
     groups, hidden_mass = merge_bins(probs, n, min_expected)
     tokens = np.concatenate(groups)
@@ -81,14 +86,25 @@ def test_merging_never_depends_on_observed_counts(probs, n, seed):
     first = rng.multinomial(n, probs)
     skewed = np.where(possible, rng.random(probs.size), 0.0)
     second = rng.multinomial(n, skewed / skewed.sum())
-    groups, hidden_mass = merge_bins(probs, n, 5.0)
+    groups, hidden_mass = merge_bins(probs, n, 20.0)
+    if len(groups) > MAX_DF + 1:  # the bin cap raises the floor
+        groups, hidden_mass = merge_bins(probs, n, effective_min_expected(20.0, n))
     for observed in (first, second):
-        result = chisquare_gof(observed, probs, alpha=0.01, min_expected=5.0)
+        result = chisquare_gof(observed, probs, alpha=0.01, min_expected=20.0)
+        if not result.tested:  # one bin: not a test
+            assert len(groups) == 1 and result.status == "not tested"
+            continue
         assert result.df == len(groups) - 1 and result.hidden_mass == hidden_mass
         observed_bins = np.array([observed[g].sum() for g in groups], dtype=float)
         expected_bins = np.array([n * probs[g].sum() for g in groups])
-        if result.df >= 1:
+        if result.df >= 2:
             assert result.statistic == pytest.approx(((observed_bins - expected_bins) ** 2 / expected_bins).sum())
+        elif result.df == 1:  # two bins: the exact binomial test on the rarer bin's count
+            rare = int(np.argmin(expected_bins))
+            assert result.statistic == observed_bins[rare]
+            assert result.p_value == pytest.approx(
+                binomtest(int(observed_bins[rare]), n, probs[groups[rare]].sum()).pvalue
+            )
 
 
 @given(laws(), st.integers(1, 3000), st.integers(0, 2**32 - 1))
@@ -122,14 +138,17 @@ def test_chisquare_gof_is_fast_at_qwen_vocab():
     start = time.perf_counter()
     result = chisquare_gof(observed, probs, alpha=1e-5)
     elapsed = time.perf_counter() - start
-    assert result.df > 1000 and result.details["min_bin_expected"] >= 20 * (1 - 1e-9)
+    # the bins are capped at MAX_DF + 1: each holds >= n / (MAX_DF + 1) expected draws
+    assert MAX_DF // 2 < result.df <= MAX_DF and result.details["min_bin_expected"] >= 10**6 / (MAX_DF + 1) * (1 - 1e-9)
     assert elapsed < 1.0, f"chisquare_gof took {elapsed:.3f}s at V=151936, N=1e6"
 
 
-def test_min_expected_defaults_to_20_at_small_alpha():
+def test_min_expected_defaults_to_the_size_rule():
     probs = np.full(10, 0.1)
-    assert chisquare_gof(np.full(10, 10), probs, alpha=1e-4).details["min_expected"] == 20.0
-    assert chisquare_gof(np.full(10, 10), probs, alpha=1e-3).details["min_expected"] == 5.0
+    for alpha in (1e-3, 1e-4, 1e-7):
+        assert chisquare_gof(np.full(10, 10), probs, alpha=alpha).details["min_expected"] == min_expected_for(alpha, 9)
+    with pytest.raises(ValueError, match="min_expected=5"):
+        chisquare_gof(np.full(10, 10), probs, alpha=1e-3, min_expected=5)
 
 
 # ---- impossible tokens and failure details ---------------------------------------------------------------------
@@ -146,11 +165,18 @@ def test_an_impossible_token_is_a_certain_failure(n_possible):
         assert_chisquare_gof(observed, probs, alpha=1e-9)
 
 
-def test_one_bin_passes_trivially_and_says_so():
+def test_one_bin_is_not_a_test_and_spends_no_alpha():
     result = chisquare_gof([3, 4, 0], [0.5, 0.5, 0.0], alpha=1e-4)
-    assert result.passed and result.df == 0 and "df = 0" in result.details["note"]
-    point_mass = chisquare_gof([7, 0], [1.0, 0.0], alpha=1e-4)  # only impossible tokens can fail it
-    assert point_mass.passed and point_mass.detectable_tv == pytest.approx(1 - 1e-3 ** (1 / 7))
+    assert not result.tested and result.status == "not tested" and result.alpha == 0.0
+    assert result.df == 0 and result.details["not_tested"] == "not tested (df = 0)"
+    point_mass = chisquare_gof([7, 0], [1.0, 0.0], alpha=1e-4)  # only an impossible token could fail it
+    assert not point_mass.tested and point_mass.passed and point_mass.status == "not tested"
+    strata = chisquare_strata([[3, 4], [0, 9]], [[0.5, 0.5], [0.0, 1.0]], alpha=1e-4)
+    assert not strata.tested and strata.details["not_tested"] == "not tested (df = 0)"
+    assert "NOT TESTED" in result.summary()
+    # an impossible observation in a one-bin law is still a certain failure, and a real test
+    failed = chisquare_gof([7, 1], [1.0, 0.0], alpha=1e-4)
+    assert failed.tested and not failed.passed and failed.p_value == 0.0
 
 
 def test_failure_names_the_over_and_under_represented_tokens():
@@ -173,7 +199,7 @@ def test_failure_names_the_over_and_under_represented_tokens():
     st.floats(0.005, 0.5),
     st.sampled_from([1e-2, 1e-4, 1e-6]),
     st.sampled_from([0.1, 1e-3]),
-    st.integers(1, 500),
+    st.integers(1, MAX_DF),
 )
 def test_chisquare_sample_size_and_detectable_tv_are_inverse(d, alpha, beta, df):
     n = min_num_samples_chisquare(d, alpha, beta, df)
@@ -181,13 +207,15 @@ def test_chisquare_sample_size_and_detectable_tv_are_inverse(d, alpha, beta, df)
     if n > 1:
         assert min_detectable_tv_chisquare(n - 1, alpha, beta, df) > d * (1 - 1e-9)
     # and the design holds: power at the worst-case noncentrality 4 n d^2 is >= 1 - beta
-    assert ncx2.sf(chi2.isf(alpha, df), df, 4 * n * d * d) >= (1 - beta) * (1 - 1e-9)
+    assert ncx2.sf(rule_critical(alpha, df), df, 4 * n * d * d) >= (1 - beta) * (1 - 1e-9)
     assert min_num_samples_chisquare(min_detectable_tv_chisquare(n, alpha, beta, df), alpha, beta, df) in (n, n + 1)
 
 
 def test_noncentrality_for_power_solves_the_power_equation():
     lam = noncentrality_for_power(1e-6, 1e-3, 20)
-    assert ncx2.sf(chi2.isf(1e-6, 20), 20, lam) == pytest.approx(0.999, abs=1e-9)
+    critical = pearson_critical(1e-6, 20, min_expected_for(1e-6, 20))
+    assert critical > chi2.isf(1e-6, 20)  # the far-tail rule's critical value, not chi2's
+    assert ncx2.sf(critical, 20, lam) == pytest.approx(0.999, abs=1e-9)
 
 
 @settings(max_examples=15)  # each example runs a bisection of exact power computations
@@ -353,3 +381,15 @@ def test_to_dict_maps_non_finite_to_none():
 def test_bad_arguments_raise_value_error_naming_them(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_bin_cap_binds_only_past_max_df():
+    """Merging to n / (MAX_DF + 1) happens only when more than MAX_DF + 1 bins would remain (power at small V)."""
+    probs = np.full(16, 1 / 16)
+    result = chisquare_gof(np.full(16, 625), probs, alpha=1e-5)  # n = 10000
+    assert result.df == 15 and result.details["pooled_bins"] == 0
+    skewed = np.array([0.005] * 15 + [1 - 0.075])  # 50 expected each: a floor of 77.5 would pool them
+    result = chisquare_gof(np.rint(skewed * 10_000).astype(int), skewed, alpha=1e-5)
+    assert result.df == 15 and result.hidden_mass == 0.0
+    strata = chisquare_strata(np.rint(skewed * 10_000).astype(int)[None, :], skewed[None, :], alpha=1e-5)
+    assert strata.df == 15 and strata.hidden_mass == 0.0

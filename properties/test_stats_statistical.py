@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from budget import alpha_for
-from scipy.stats import binomtest, chi2, ncx2
+from scipy.stats import binomtest, ncx2
 
 from specref.stats import (
     binomial_power,
@@ -28,6 +28,8 @@ from specref.stats import (
     moments,
 )
 from specref.stats.merging import bins_for
+from specref.stats.power import rule_critical
+from specref.stats.size import ladder_floor
 
 pytestmark = pytest.mark.statistical
 
@@ -36,7 +38,7 @@ META_CHECKS = (
     "chisquare worst-case power at min_num_samples: not above prediction + tol",
     "chisquare merged sparse power: not below ncx2 prediction - tol",
     "chisquare merged sparse power: not above ncx2 prediction + tol",
-    "chisquare sparse calibration, min_expected 5",
+    "chisquare sparse calibration, min_expected 20",
     "chisquare sparse calibration with impossible tokens, min_expected 20",
     "binomial power at min_num_samples equals the exact power (above p0)",
     "binomial power at min_num_samples equals the exact power (below p0)",
@@ -99,38 +101,39 @@ def test_chisquare_power_at_min_num_samples_matches_the_worst_case_design():
     assert 0.5 * np.abs(target_probs - expected_probs).sum() == pytest.approx(d)
     df = expected_probs.size - 1
     n = min_num_samples_chisquare(d, alpha_sim, beta_sim, df)
-    # every bin keeps >= 5 expected draws at this n, so merging does not change df
-    assert (n * expected_probs).min() >= 5
-    predicted = ncx2.sf(chi2.isf(alpha_sim, df), df, 4 * n * d * d)
+    # every bin keeps >= 20 expected draws at this n, so merging does not change df
+    assert (n * expected_probs).min() >= 20
+    critical = rule_critical(alpha_sim, df, ladder_floor((n * expected_probs).min()))  # the far-tail rule's
+    predicted = ncx2.sf(critical, df, 4 * n * d * d)
     assert predicted >= 1 - beta_sim
     assert_replicates_suffice(replicates, predicted - POWER_TOLERANCE, 0.1)
-    rejections = rejections_chisquare(target_probs, expected_probs, n, replicates, rng_for("worst"), alpha_sim, 5.0)
+    rejections = rejections_chisquare(target_probs, expected_probs, n, replicates, rng_for("worst"), alpha_sim, 20.0)
     assert_count_not_below(rejections, replicates, predicted - POWER_TOLERANCE, f"power at N={n}")
     assert_count_not_above(rejections, replicates, min(1.0, predicted + POWER_TOLERANCE), f"power at N={n}")
 
 
 def test_chisquare_power_on_merged_sparse_law_matches_ncx2_prediction():
     """A Zipf law over 500 tokens, N = 2000 (most tokens pooled): power = ncx2 with the merged-bin noncentrality."""
-    alpha_sim, n, replicates, shift = 0.01, 2000, 1500, 0.04
+    alpha_sim, n, replicates, shift = 0.01, 2000, 1500, 0.03
     expected_probs = zipf(500)
     target_probs = expected_probs.copy()
     target_probs[0] += shift
     target_probs[1] -= shift
-    bins = bins_for(expected_probs, n, 5.0)
+    bins = bins_for(expected_probs, n, 20.0)
     merged_p0, merged_p = bins.sum(expected_probs), bins.sum(target_probs)
     df = merged_p0.size - 1
     noncentrality = n * ((merged_p - merged_p0) ** 2 / merged_p0).sum()
-    predicted = ncx2.sf(chi2.isf(alpha_sim, df), df, noncentrality)
+    predicted = ncx2.sf(rule_critical(alpha_sim, df, ladder_floor(n * merged_p0.min())), df, noncentrality)
     assert 0.3 < predicted < 0.9 and bins.hidden_mass > 0.1  # a mid-power prediction on a heavily merged law
     assert_replicates_suffice(replicates, predicted, POWER_TOLERANCE + 0.1)
-    rejections = rejections_chisquare(target_probs, expected_probs, n, replicates, rng_for("sparse"), alpha_sim, 5.0)
+    rejections = rejections_chisquare(target_probs, expected_probs, n, replicates, rng_for("sparse"), alpha_sim, 20.0)
     assert_count_not_below(rejections, replicates, predicted - POWER_TOLERANCE, f"power, df={df}")
     assert_count_not_above(rejections, replicates, predicted + POWER_TOLERANCE, f"power, df={df}")
 
 
 @pytest.mark.parametrize(
     ("case", "vocab", "n", "min_expected", "zero_fraction"),
-    [("min_expected 5", 2000, 1000, 5.0, 0.0), ("impossible tokens, min_expected 20", 3000, 1500, 20.0, 0.3)],
+    [("min_expected 20", 2000, 1000, 20.0, 0.0), ("impossible tokens, min_expected 20", 3000, 1500, 20.0, 0.3)],
 )
 def test_chisquare_stays_calibrated_on_sparse_laws(case, vocab, n, min_expected, zero_fraction):
     """Most tokens have expected count << 1; the false-alarm rate at alpha_sim stays near alpha_sim."""

@@ -1,17 +1,20 @@
 """Calibration as a meta-test: the conformance checks' real false-alarm rate and real power, measured.
 
-    python -m specref.calibration [--seeds 200] [--quick] [--out reports]     (nox -s calibration)
+    python -m specref.calibration [--seeds 2000] [--rows N] [--jobs J] [--quick] [--out reports]
+                                                                           (nox -s calibration -- ...)
 
-Correct engines (`batched` on every calibration scenario, `reference` on a cheaper subset) run the harness's checks
-over many seeds: the report gives the false-alarm rate of each check kind at several levels and of the whole run at
-its family-wise alpha, each with a Clopper-Pearson interval, and the uniformity of the p-values (KS test, QQ plot).
-Biased samplers from `specref.mutants.CATALOGUE` run the same plan: the report gives the fraction of seeds each is
-flagged, and compares each catching check's measured power with the design's lower bound.
+Every seed is one ordinary `specref.conformance.run` with a fixed number of rows per scenario: `batched` on every
+scenario its capabilities allow, `reference` on a cheaper subset. The report gives the run-level false-alarm rate
+at the family-wise alpha with its Clopper-Pearson interval (the verdict reads the upper bound), the false-alarm
+rate of each check kind, the one-sided KS test of its p-values (Holm over the kinds), and the exact size of every
+test family at the levels a run uses (specref.stats.size). Biased samplers from `specref.mutants.CATALOGUE` run the
+same way: the fraction of seeds each is flagged, and each catching check's measured power against the design.
 
-  sweep     one engine, many seeds, fixed rows per scenario (the runner's plan, budget split and Holm)
+  sweep     one engine, many seeds, fixed rows per scenario, through specref.conformance.run
   analysis  false-alarm rates, KS, family-wise verdicts, power against the design
+  sizes     the exact-size table
   curves    power of single checks over a grid of N, against the design's lower bound
-  render    reports/calibration.md, calibration.json, calibration_qq.png, calibration_power.png
+  render    reports/calibration.md, calibration.json and (with matplotlib) the PNG plots
 """
 
 from __future__ import annotations
@@ -24,22 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..conformance.adapters import as_adapter, builtin_adapters
+from ..conformance.scenarios import SCENARIOS as ALL_SCENARIOS
 from ..mutants import CATALOGUE
-from . import analysis, curves, render
-from .sweep import Sweep, make_plan, sweep
+from . import analysis, curves, render, sizes
+from .sweep import DEFAULT_ROWS, Sweep, make_plan, sweep
 
-#: Small-vocabulary scenarios that together run every T2 kind but the joint law (whose sequences span cycles),
-#: including a sparse one (near-equal p and q: few rejections, so few correction draws).
-SCENARIOS = [
-    "cf_dense_g4",
-    "cf_zero_support_g3",
-    "cf_near_equal_g4",
-    "markov_g5",
-    "mixed_batch_g3",
-    "ragged_g6",
-    "point_mass_g4",
-    "identical_rows_g2",
-]
+#: Every scenario (the adapter's capabilities decide which run, as in `specref conform`).
+SCENARIOS = list(ALL_SCENARIOS)
 #: The reference engine loops over rows in Python: a cheaper subset (zeros in p, Markov rows, ragged drafts).
 REFERENCE_SCENARIOS = ["cf_zero_support_g3", "markov_g5", "ragged_g6"]
 #: Biased samplers: lossy lenience 0.8, a residual floor, and three bugs of other classes.
@@ -55,18 +49,26 @@ RUN_ALPHA = 1e-3
 
 @dataclass(frozen=True)
 class Settings:
-    seeds: int = 200  # correct engines
-    mutant_seeds: int = 100  # each biased sampler
-    rows: int = 8192  # rows per scenario per seed (batched engine and mutants)
-    reference_rows: int = 1024  # rows per scenario per seed (reference engine)
+    seeds: int = 2000  # the batched engine
+    reference_seeds: int = 100  # the reference engine (a Python row loop)
+    mutant_seeds: int = 50  # each biased sampler
+    rows: int = DEFAULT_ROWS["default"]  # rows per scenario per seed (batched engine and mutants)
+    large_rows: tuple[tuple[str, int], ...] = tuple((k, v) for k, v in DEFAULT_ROWS.items() if k != "default")
+    reference_rows: int = 256  # rows per scenario per seed (reference engine)
     mutants: tuple[str, ...] = tuple(MUTANTS)
     alpha: float = RUN_ALPHA
-    curve_seeds: int = 50  # seeds per point of each power curve
+    curve_seeds: int = 20  # seeds per point of each power curve
     curve_rows: tuple[int, ...] = (256, 512, 1024, 2048, 4096, 8192)
+    jobs: int = 1  # worker processes for the seeds
+    sizes: bool = True  # compute the exact-size table
 
     @classmethod
     def quick(cls) -> Settings:
-        return cls(seeds=20, mutant_seeds=10, rows=2048, reference_rows=256, curve_seeds=10, curve_rows=(512, 2048))
+        return cls(seeds=20, reference_seeds=5, mutant_seeds=5, rows=1024, reference_rows=128, curve_seeds=5,
+                   curve_rows=(512, 2048))  # fmt: skip
+
+    def rows_map(self) -> dict[str, int]:
+        return {"default": self.rows, **dict(self.large_rows)}
 
 
 def calibrate(
@@ -83,24 +85,29 @@ def calibrate(
     tell = progress or (lambda message: None)
     factories = builtin_adapters()
     nulls: list[Sweep] = []
-    for engine, names, rows in (
-        ("batched", SCENARIOS, settings.rows),
-        ("reference", REFERENCE_SCENARIOS, settings.reference_rows),
+    for engine, names, rows, seeds in (
+        ("batched", SCENARIOS, settings.rows_map(), settings.seeds),
+        ("reference", REFERENCE_SCENARIOS, settings.reference_rows, settings.reference_seeds),
     ):
-        plan = make_plan(engine, factories[engine](), names, rows=rows, seeds=settings.seeds, alpha=settings.alpha)
-        nulls.append(sweep(plan, progress=tell))
+        if seeds < 1:
+            continue
+        plan = make_plan(engine, as_adapter(factories[engine]()), names, rows=rows, seeds=seeds, alpha=settings.alpha)
+        nulls.append(sweep(plan, progress=tell, jobs=settings.jobs))
         tell(f"{engine}: done in {nulls[-1].seconds:.0f} s")
     power = []
-    for name in settings.mutants:
+    for name in settings.mutants if settings.mutant_seeds > 0 else ():
         mutant = CATALOGUE[name]
-        plan = make_plan(
-            name, as_adapter(mutant), SCENARIOS, rows=settings.rows, seeds=settings.mutant_seeds, alpha=settings.alpha
-        )
-        biased = sweep(plan, first_seed=10_000, progress=tell)  # seeds disjoint from the correct engines'
-        power.append(analysis.power_summary(biased, nulls[0], mutant.caught_by, mutant.lossy))
+        plan = make_plan(name, as_adapter(mutant), SCENARIOS, rows=settings.rows_map(), seeds=settings.mutant_seeds,
+                         alpha=settings.alpha)  # fmt: skip
+        biased = sweep(plan, first_seed=10_000, progress=tell, jobs=settings.jobs)  # seeds disjoint from the nulls'
+        power.append(analysis.power_summary(biased, nulls[0] if nulls else None, mutant.caught_by, mutant.lossy))
         tell(f"{name}: done in {biased.seconds:.0f} s")
-    curve_list = curves.power_curves(power, rows_grid=settings.curve_rows, seeds=settings.curve_seeds)
-    tell(f"power curves: done ({len(curve_list)})")
+    curve_list = []
+    if settings.curve_seeds > 0:
+        curve_list = curves.power_curves(power, rows_grid=settings.curve_rows, seeds=settings.curve_seeds)
+        tell(f"power curves: done ({len(curve_list)})")
+    size_table = sizes.size_table() if settings.sizes else {}
+    tell("exact sizes: done")
     p_values = {sw.plan.engine: analysis.p_values_by_kind(sw) for sw in nulls}
     result = {
         "argv": list(argv or []),
@@ -109,6 +116,7 @@ def calibrate(
         "null": [analysis.null_summary(sw) for sw in nulls],
         "power": power,
         "curves": curve_list,
+        "sizes": size_table,
         "p_values": p_values,
         "wall_seconds": time.perf_counter() - started,
     }
@@ -122,13 +130,7 @@ def finish(result: dict, out: Path | None) -> dict:
     result["findings"] = analysis.findings(result)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        result["files"] = [
-            str(render.plot_qq(result, result["p_values"], out)),
-            str(render.plot_power(result, out)),
-            str(render.plot_curves(result, out)),
-            str(out / "calibration.md"),
-            str(out / "calibration.json"),
-        ]
+        result["files"] = render.plots(result, out) + [str(out / "calibration.md"), str(out / "calibration.json")]
         render.write_markdown(result, out)
         render.write_json(result, out)
     return result

@@ -1,4 +1,5 @@
-"""`python -m specref.calibration [--seeds 200] [--quick] [--out reports]`: see specref.calibration."""
+"""`python -m specref.calibration [--seeds 2000] [--rows N] [--jobs J] [--quick] [--out reports]`: see
+specref.calibration."""
 
 from __future__ import annotations
 
@@ -14,11 +15,15 @@ from . import MUTANTS, Settings, calibrate, rerender
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="python -m specref.calibration", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="about a minute: 20 seeds, 2048 rows per scenario")
-    parser.add_argument("--seeds", type=int, help="seeds for the correct engines (default 200; quick 20)")
-    parser.add_argument("--mutant-seeds", type=int, help="seeds for each biased sampler (default 100; quick 10)")
-    parser.add_argument("--rows", type=int, help="rows per scenario per seed (default 8192; quick 2048)")
+    parser.add_argument("--quick", action="store_true", help="a few minutes: 20 seeds, 1024 rows per scenario")
+    parser.add_argument("--seeds", type=int, help="seeds for the batched engine (default 2000; quick 20)")
+    parser.add_argument("--reference-seeds", type=int, help="seeds for the reference engine (default 100)")
+    parser.add_argument("--mutant-seeds", type=int, help="seeds for each biased sampler (default 50; quick 5)")
+    parser.add_argument("--curve-seeds", type=int, help="seeds per power-curve point (default 20; 0 skips them)")
+    parser.add_argument("--rows", type=int, help="rows per small scenario per seed (default 2048; quick 1024)")
     parser.add_argument("--reference-rows", type=int, help="rows per scenario per seed, reference engine")
+    parser.add_argument("--jobs", type=int, help="worker processes for the seeds (default 1)")
+    parser.add_argument("--no-sizes", action="store_true", help="skip the exact-size table (about 30 s)")
     parser.add_argument("--mutants", help=f"comma-separated mutant names (default {','.join(MUTANTS)})")
     parser.add_argument("--out", type=Path, default=Path("reports"), help="report directory (default reports)")
     parser.add_argument("--render-from", type=Path, metavar="JSON", help="only rebuild the reports from this JSON")
@@ -34,7 +39,11 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings.quick() if args.quick else Settings()
     overrides = {
         "seeds": args.seeds,
+        "reference_seeds": args.reference_seeds,
         "mutant_seeds": args.mutant_seeds,
+        "curve_seeds": args.curve_seeds,
+        "jobs": args.jobs,
+        "sizes": False if args.no_sizes else None,
         "rows": args.rows,
         "reference_rows": args.reference_rows,
         "mutants": tuple(args.mutants.split(",")) if args.mutants else None,

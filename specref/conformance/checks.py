@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..stats import CheckResult, binomial_rate, chisquare_gof, chisquare_strata, mean_ci
+from ..stats import CheckResult, binomial_positions, chisquare_gof, chisquare_strata, mean_ci
+from ..stats import not_tested as _not_tested
 from . import laws
 from .plan import DESCRIPTIONS, FAMILY, family_of, plan_for  # noqa: F401 -- re-exported for reports
 from .scenarios import Batch, Scenario
@@ -49,9 +50,7 @@ def t2_plan(scenario: Scenario, rule: str = "exact") -> list[str]:
 
 def not_tested(name: str, reason: str) -> CheckResult:
     """A planned check that cannot fail (plan.py): no alpha, no p-value, never counted as a pass."""
-    kind = name.split("[", 1)[0]
-    return CheckResult(name, float("nan"), 0, float("nan"), 0, 0.0, float("nan"), True, 0.0,
-                       {"tier": "none", "family": family_of(kind), "not_tested": reason})  # fmt: skip
+    return _not_tested(name, reason, 0, {"tier": "none", "family": family_of(name.split("[", 1)[0])})
 
 
 @dataclass
@@ -220,7 +219,11 @@ class Tally:
         if kind == "bonus_law":
             return chisquare_strata(self.bonus, sc.target, alpha=alpha, name=name)
         if kind == "reject_rate":
-            return self._reject_rate(alpha, name, rule)
+            z = float(laws.rejection_mass(sc, rule)[0])
+            result = binomial_positions(self.rejected, self.reached, z, alpha=alpha, name=name)
+            rates = np.divide(self.rejected, self.reached, out=np.full(sc.gamma, np.nan), where=self.reached > 0)
+            result.details.update(z=z, rate_by_position=rates.tolist(), reached=self.reached.tolist())
+            return result
         if kind in ("accepted_length_law", "ragged_law"):
             observed = self.length.reshape(-1, sc.gamma + 1)
             expected = np.stack(
@@ -240,30 +243,6 @@ class Tally:
             return chisquare_gof(pairs.ravel(), np.outer(single, single).ravel(), alpha=alpha, name=name) \
                 if pairs.sum() else _no_data(name, alpha)  # fmt: skip
         raise ValueError(f"kind={kind!r} is not a T2 check of a single scenario")
-
-    def _reject_rate(self, alpha: float, name: str, rule: str) -> CheckResult:
-        """Exact binomial per position at alpha / g each (Bonferroni inside the check): size <= alpha exactly."""
-        sc = self.scenario
-        z = float(laws.rejection_mass(sc, rule)[0])
-        reached = np.flatnonzero(self.reached > 0)
-        if not reached.size:
-            return _no_data(name, alpha)
-        tests = [binomial_rate(int(self.rejected[i]), int(self.reached[i]), z, alpha=alpha / len(reached))
-                 for i in reached]  # fmt: skip
-        worst = min(range(len(tests)), key=lambda j: tests[j].p_value)
-        p_value = min(1.0, len(tests) * tests[worst].p_value)
-        rates = np.divide(self.rejected, self.reached, out=np.full(sc.gamma, np.nan), where=self.reached > 0)
-        details = {
-            "test": f"exact two-sided binomial per position, Bonferroni over {len(tests)} positions",
-            "distance": "|rate - Z| at the least powerful position",
-            "beta": tests[worst].details["beta"],
-            "z": z,
-            "rate_by_position": rates.tolist(),
-            "reached": self.reached.tolist(),
-        }
-        detectable = max(t.detectable_tv for t in tests)
-        return CheckResult(name, float(self.rejected.sum()), len(tests), p_value, int(self.reached.sum()), alpha,
-                           detectable, p_value > alpha, 0.0, details)  # fmt: skip
 
     def _mean_tau(self, alpha: float, name: str, rule: str) -> CheckResult:
         sc = self.scenario

@@ -7,9 +7,10 @@ with probability 1 - beta). Distributions all come from scipy.stats.
   power     min_num_samples_* / min_detectable_* (worst-case noncentrality lambda = 4 N d^2 for chi-square)
   gof       chisquare_gof, discrete_law and their assert_ forms
   strata    chisquare_strata: one chi-square over strata with their own expected laws
-  rates     binomial_rate, mean_ci and their assert_ forms
+  size      the far-tail reference law of Pearson chi-square, E_min(alpha, df), exact sizes of every test family
+  rates     binomial_rate, binomial_positions (exact binomial per position), mean_ci and their assert_ forms
   budget    ErrorBudget: Bonferroni split and Holm step-down
-  record    CheckResult, JSON-safe via to_dict()
+  record    CheckResult, JSON-safe via to_dict(); tested=False marks a check that cannot fail (no alpha, no pass)
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from .power import (
     min_num_samples_mean,
     noncentrality_for_power,
 )
-from .rates import assert_binomial_rate, assert_mean_ci, binomial_rate, mean_ci, moments
-from .record import CheckResult, require
+from .rates import assert_binomial_rate, assert_mean_ci, binomial_positions, binomial_rate, mean_ci, moments
+from .record import CheckResult, not_tested, require
+from .size import min_expected_for, pearson_critical, pearson_p_value
 from .strata import chisquare_strata
 
 __all__ = [
@@ -41,6 +43,7 @@ __all__ = [
     "assert_mean_ci",
     "binomial_power",
     "binomial_rejection_region",
+    "binomial_positions",
     "binomial_rate",
     "chisquare_gof",
     "chisquare_strata",
@@ -54,7 +57,11 @@ __all__ = [
     "min_num_samples_binomial",
     "min_num_samples_chisquare",
     "min_num_samples_mean",
+    "min_expected_for",
     "moments",
     "noncentrality_for_power",
+    "not_tested",
+    "pearson_critical",
+    "pearson_p_value",
     "require",
 ]

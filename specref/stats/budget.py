@@ -46,12 +46,18 @@ class ErrorBudget:
         that clears its threshold and all after it pass. Each result's alpha becomes its Holm threshold (details keep
         the Bonferroni alpha under holm.bonferroni_alpha); detectable_tv, computed at the caller's alpha, stays a
         valid conservative power statement whenever that alpha was <= total / m.
+
+        Results with tested=False (checks that cannot fail) are not in the family: they come back unchanged with
+        alpha 0, and m counts only the tested ones.
         """
-        m = len(results)
+        verdicts: list[CheckResult | None] = [
+            None if r.tested else dataclasses.replace(r, alpha=0.0, passed=True) for r in results
+        ]
+        family = [i for i, r in enumerate(results) if r.tested]
+        m = len(family)
         if m == 0:
-            return []
-        order = sorted(range(m), key=lambda i: (results[i].p_value, i))
-        verdicts: list[CheckResult | None] = [None] * m
+            return verdicts  # type: ignore[return-value]
+        order = sorted(family, key=lambda i: (results[i].p_value, i))
         stepping = True
         for rank, index in enumerate(order):
             result = results[index]

@@ -6,8 +6,10 @@ By Cauchy-Schwarz with weights p0 (sum_x p0(x) = 1):
     (sum_x |p - p0|)^2 = (sum_x sqrt(p0) * |p - p0| / sqrt(p0))^2 <= sum_x p0 * sum_x (p - p0)^2 / p0,
 so with d = TV(p, p0) = sum_x |p - p0| / 2, lambda >= 4 N d^2, with equality approached by alternatives whose
 |p - p0| / p0 is constant. The worst case over all alternatives at TV = d is therefore lambda = 4 N d^2, and the
-test (reject when the statistic exceeds chi2.isf(alpha, df)) has power >= 1 - beta at every such alternative once
-4 N d^2 >= lambda*(alpha, beta, df), the noncentrality at which ncx2.sf(chi2.isf(alpha, df), df, lambda) = 1 - beta:
+test (reject when the statistic exceeds its critical value c) has power >= 1 - beta at every such alternative once
+4 N d^2 >= lambda*(alpha, beta, df), the noncentrality at which ncx2.sf(c, df, lambda) = 1 - beta, where c is the
+test's critical value: for df >= 2 the far-tail rule of size.py (rule_critical), which is a little above
+chi2.isf(alpha, df) so that the exact size is <= alpha:
     N = ceil(lambda* / (4 d^2)),   d = sqrt(lambda* / (4 N)).
 This holds on the merged bins; merging can hide up to hidden_mass of TV (see merging.py).
 
@@ -30,9 +32,21 @@ from ._args import check_count, check_df, check_level, check_positive, check_rat
 # ---- chi-square ------------------------------------------------------------------------------------------------
 
 
+def rule_critical(alpha: float, df: int, min_expected: float | None = None) -> float:
+    """The critical value of specref's chi-square at level alpha (size.py): for df >= 2 the far-tail reference law
+    at min_expected (default E_min(alpha, df)); for df = 1, chi2.isf(alpha, 1) (2-bin checks run the exact binomial
+    test and state its exact power instead)."""
+    from .size import min_expected_for, pearson_critical
+
+    if df == 1:
+        return float(chi2.isf(alpha, 1))
+    e = min_expected_for(alpha, df) if min_expected is None else min_expected
+    return pearson_critical(alpha, df, e)
+
+
 @lru_cache(maxsize=4096)
-def _lambda_star(alpha: float, beta: float, df: int) -> float:
-    critical = chi2.isf(alpha, df)
+def _lambda_star(alpha: float, beta: float, df: int, critical: float | None = None) -> float:
+    critical = rule_critical(alpha, df) if critical is None else critical
 
     def shortfall(lam: float) -> float:
         return ncx2.sf(critical, df, lam) - (1.0 - beta)
@@ -45,31 +59,33 @@ def _lambda_star(alpha: float, beta: float, df: int) -> float:
     return float(optimize.brentq(shortfall, 0.0, upper, xtol=1e-10, rtol=1e-12))
 
 
-def noncentrality_for_power(alpha: float, beta: float, df: int) -> float:
-    """lambda*(alpha, beta, df): the noncentrality at which the chi-square test at level alpha has power 1 - beta."""
-    return _lambda_star(check_level("alpha", alpha), check_level("beta", beta), check_df(df))
+def noncentrality_for_power(alpha: float, beta: float, df: int, min_expected: float | None = None) -> float:
+    """lambda*(alpha, beta, df): the noncentrality at which specref's chi-square test at level alpha (its critical
+    value rule_critical(alpha, df, min_expected), not chi2.isf) has power 1 - beta."""
+    alpha, beta, df = check_level("alpha", alpha), check_level("beta", beta), check_df(df)
+    return _lambda_star(alpha, beta, df, rule_critical(alpha, df, min_expected))
 
 
-def min_num_samples_chisquare(d: float, alpha: float, beta: float, df: int) -> int:
+def min_num_samples_chisquare(d: float, alpha: float, beta: float, df: int, min_expected: float | None = None) -> int:
     """Smallest N at which a chi-square test with df degrees of freedom detects every TV >= d with power >= 1 - beta.
 
     N = ceil(lambda*(alpha, beta, df) / (4 d^2)), from the worst-case noncentrality lambda = 4 N d^2 (module doc).
     """
     d = check_tv("d", d)
-    lam = noncentrality_for_power(alpha, beta, df)
+    lam = noncentrality_for_power(alpha, beta, df, min_expected)
     n = max(1, math.ceil(lam / (4.0 * d * d)))
     while n > 1 and 4.0 * (n - 1) * d * d >= lam:  # guard against rounding up past the exact boundary
         n -= 1
     return n
 
 
-def min_detectable_tv_chisquare(n: int, alpha: float, beta: float, df: int) -> float:
+def min_detectable_tv_chisquare(n: int, alpha: float, beta: float, df: int, min_expected: float | None = None) -> float:
     """Smallest TV that a chi-square test on n draws with df degrees of freedom detects with power >= 1 - beta.
 
     d = sqrt(lambda*(alpha, beta, df) / (4 n)). A value above 1 means no alternative is guaranteed to be detected.
     """
     n = check_count("n", n, minimum=1)
-    return math.sqrt(noncentrality_for_power(alpha, beta, df) / (4.0 * n))
+    return math.sqrt(noncentrality_for_power(alpha, beta, df, min_expected) / (4.0 * n))
 
 
 # ---- binomial --------------------------------------------------------------------------------------------------

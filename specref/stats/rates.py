@@ -11,7 +11,7 @@ from scipy.stats import binomtest, norm, t
 
 from ._args import check_count, check_level, check_positive, check_rate
 from .power import min_detectable_diff_binomial, min_detectable_shift_mean
-from .record import CheckResult, require
+from .record import CheckResult, not_tested, require
 
 
 def binomial_rate(
@@ -26,6 +26,14 @@ def binomial_rate(
     if successes > trials:
         raise ValueError(f"successes={successes} exceeds trials={trials}")
     p0, alpha, beta = check_rate("p0", p0), check_level("alpha", alpha), check_level("beta", beta)
+    if p0 in (0.0, 1.0):  # a rate of 0 or 1: one deviation is a certain failure, agreement tests nothing
+        certain = successes == round(p0 * trials)
+        details = {"successes": successes, "p0": p0, "rate": successes / trials, "distance": "|p - p0|"}
+        if certain:
+            return not_tested(name, "implied by T0 (p0 is 0 or 1: any deviation is a certain failure)", trials,
+                              details)  # fmt: skip
+        details["test"] = "certain failure: an outcome of probability 0 was observed"
+        return CheckResult(name, float(successes), 1, 0.0, trials, alpha, 0.0, False, 0.0, details)
     p_value = float(binomtest(successes, trials, p0, alternative="two-sided").pvalue)
     # Clopper-Pearson (exact) 1 - alpha interval, the same as binomtest's proportion_ci(method="exact"), faster
     ci_low = float(beta_law.ppf(alpha / 2, successes, trials - successes + 1)) if successes > 0 else 0.0
@@ -47,6 +55,59 @@ def binomial_rate(
 def assert_binomial_rate(successes: int, trials: int, p0: float, *, alpha: float, **kwargs) -> CheckResult:
     """binomial_rate, raising AssertionError with a readable explanation when the check fails."""
     return require(binomial_rate(successes, trials, p0, alpha=alpha, **kwargs))
+
+
+def binomial_positions(
+    successes, trials, p0, *, alpha: float, name: str = "binomial_positions", beta: float = 1e-3
+) -> CheckResult:
+    """One exact binomial test per position i (successes[i] of trials[i] at rate p0[i]), Bonferroni over positions.
+
+    The p-value is min(1, m * min_i p_i) over the m positions with a test (trials > 0 and 0 < p0 < 1): its size is
+    <= alpha exactly (each binomtest is exact, and the union bound needs no independence). Positions at rate 0 or 1
+    are certain checks: a deviation there fails with p_value 0. No position with a test: tested=False.
+    detectable_tv is max_i of the exact detectable |p_i - p0_i| at level alpha / m: every position is covered.
+    """
+    successes = np.asarray(successes, dtype=np.int64)
+    trials = np.asarray(trials, dtype=np.int64)
+    p0 = np.broadcast_to(np.asarray(p0, dtype=np.float64), trials.shape)
+    if successes.shape != trials.shape or successes.ndim != 1:
+        raise ValueError(f"successes {successes.shape} and trials {trials.shape} must be equal 1-D shapes")
+    if (successes < 0).any() or (successes > trials).any():
+        raise ValueError(f"successes={successes.tolist()} must lie in 0..trials={trials.tolist()}")
+    alpha, beta = check_level("alpha", alpha), check_level("beta", beta)
+    for value in p0.tolist():
+        check_rate("p0", value)
+    positions = []
+    certain_failures = []
+    for i, (k, n, rate0) in enumerate(zip(successes.tolist(), trials.tolist(), p0.tolist())):
+        if n == 0:
+            continue
+        if rate0 in (0.0, 1.0):
+            if k != round(rate0 * n):
+                certain_failures.append({"position": i, "successes": k, "trials": n, "p0": rate0})
+            continue
+        positions.append((i, k, n, rate0, float(binomtest(k, n, rate0).pvalue)))
+    details: dict = {
+        "test": "exact binomial test per position (scipy.stats.binomtest), Bonferroni over positions",
+        "distance": "|p - p0| at any position",
+        "beta": beta,
+        "positions": [
+            {"position": i, "successes": k, "trials": n, "p0": r, "p_value": p} for i, k, n, r, p in positions
+        ],
+    }
+    total = int(trials.sum())
+    if certain_failures:
+        details["certain_failures"] = certain_failures
+        return CheckResult(name, float("nan"), len(positions), 0.0, total, alpha, float("nan"), False, 0.0, details)
+    if not positions:
+        return not_tested(name, "implied by T0 (every rate is 0 or 1, or no trials)", total, details)
+    m = len(positions)
+    p_value = min(1.0, m * min(p for *_, p in positions))
+    statistic = max(abs(k / n - r) for _, k, n, r, _ in positions)  # the largest rate deviation
+    # power: the position with the fewest trials needs the largest deviation (binomial power grows with n)
+    _, _, n_min, r_min, _ = min(positions, key=lambda entry: entry[2])
+    detectable = min_detectable_diff_binomial(n_min, r_min, alpha / m, beta)
+    return CheckResult(name, float(statistic), m, p_value, total, alpha, detectable, p_value > alpha, 0.0, details)
 
 
 def moments(values, probs) -> tuple[float, float]:

@@ -38,6 +38,11 @@ class CheckResult:
       * rate checks (binomial): |p - p0|;
       * mean checks: |mean - expected_mean|, in the unit of the samples.
     Non-finite numbers (a check with no power) appear as None in to_dict().
+
+    tested is False for a check that cannot fail (df = 0 after merging, no observations, a rate of 0 or 1 whose
+    violation a T0 invariant already catches): it spends no alpha (alpha 0, left out of Holm), has passed=True so
+    that it never fails a run, and must never be counted as a pass; details["not_tested"] says why
+    ("not tested (df = 0)", "implied by T0", ...). status gives the three-way reading.
     """
 
     name: str
@@ -50,6 +55,14 @@ class CheckResult:
     passed: bool
     hidden_mass: float = 0.0
     details: dict = field(default_factory=dict)
+    tested: bool = True
+
+    @property
+    def status(self) -> str:
+        """ "passed", "failed" or "not tested": count passes with status == "passed", never with passed alone."""
+        if not self.tested:
+            return "not tested"
+        return "passed" if self.passed else "failed"
 
     @property
     def guaranteed_tv(self) -> float:
@@ -76,10 +89,13 @@ class CheckResult:
             passed=bool(record["passed"]),
             hidden_mass=float(record.get("hidden_mass", 0.0)),
             details=dict(record.get("details", {})),
+            tested=bool(record.get("tested", True)),
         )
 
     def summary(self) -> str:
         """One line: verdict, test, statistic, p-value against alpha, and the power statement."""
+        if not self.tested:
+            return f"NOT TESTED {self.name}: {self.details.get('not_tested', 'no test')} (n={self.n}; no alpha spent)"
         verdict = "PASS" if self.passed else "FAIL"
         beta = self.details.get("beta", 1e-3)
         return (
@@ -100,6 +116,12 @@ class CheckResult:
                     f"{entry['expected']:.4g} (residual {entry['residual']:+.2f})"
                 )
         return "\n".join(lines)
+
+
+def not_tested(name: str, reason: str, n: int = 0, details: dict | None = None) -> CheckResult:
+    """A check that cannot fail: no alpha, no p-value to speak of (1.0), never a failure and never a pass."""
+    return CheckResult(name, 0.0, 0, 1.0, n, 0.0, float("nan"), True, 0.0, {**(details or {}), "not_tested": reason},
+                       tested=False)  # fmt: skip
 
 
 def require(result: CheckResult) -> CheckResult:

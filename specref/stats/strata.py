@@ -2,8 +2,11 @@
 
 A check often conditions on something observed: the state a correction was drawn in, the start state of a
 cycle. Given the stratum sizes n_s, the counts within stratum s are multinomial(n_s, p0_s), so the sum of the
-per-stratum Pearson statistics is chi-square with sum_s (bins_s - 1) degrees of freedom. Bins are merged within
-each stratum by its expected counts n_s * p0_s only.
+per-stratum Pearson statistics has sum_s (bins_s - 1) degrees of freedom; its p-value is the far-tail law of
+size.py at the smallest bin's expected count (each stratum's largest bin plays the infinite bin of that law).
+When only one stratum has a test and it has 2 bins (df = 1), the check is the exact binomial test instead. Bins
+are merged within each stratum by its expected counts n_s * p0_s only. df = 0 (no stratum with two bins) is not
+a test: tested=False, "not tested (df = 0)", unless an impossible outcome was observed.
 
 Power: if the law in stratum s is off by TV d_s, the noncentrality is >= sum_s 4 n_s d_s^2 >= 4 N dbar^2 (Jensen),
 where dbar = sum_s (n_s / N) d_s is the stratum-weighted mean TV; detectable_tv is stated for dbar.
@@ -12,13 +15,44 @@ where dbar = sum_s (n_s / N) d_s is the stratum-weighted mean TV; detectable_tv 
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import chi2
 
-from ._args import check_counts, check_level, check_positive
-from .gof import _extremes, default_min_expected
+from ._args import check_counts, check_level
+from .gof import _extremes, binned_test, check_min_expected, default_min_expected, effective_min_expected
 from .merging import bins_for
-from .power import min_detectable_tv_chisquare
-from .record import CheckResult
+from .power import min_detectable_diff_binomial, min_detectable_tv_chisquare
+from .record import CheckResult, not_tested
+from .size import MAX_DF, ladder_floor, pearson_p_value
+
+
+def _strata_bins(observed, expected, labels, floor):
+    """Per-stratum merging at floor: (statistic, df, hidden mass * n, impossible, tested, smallest, binned)."""
+    statistic, df, hidden, impossible, tested = 0.0, 0, 0.0, [], []
+    smallest, binned = float("inf"), []
+    for s in np.flatnonzero(observed.sum(1)):
+        counts, row = observed[s], expected[s]
+        total = row.sum()
+        if total <= 0:
+            impossible.append({"stratum": labels[s], "token": None, "observed": int(counts.sum())})
+            continue
+        row = row / total
+        bad = np.flatnonzero((row == 0) & (counts > 0))
+        impossible += [{"stratum": labels[s], "token": int(t), "observed": int(counts[t])} for t in bad]
+        n_s = int(counts[row > 0].sum())
+        if n_s == 0:
+            continue
+        bins = bins_for(row, n_s, floor)
+        o = bins.sum(counts).astype(np.float64)
+        e = bins.sum(row) * n_s
+        e *= o.sum() / e.sum()
+        hidden += bins.hidden_mass * n_s
+        if o.size > 1:
+            statistic += float(((o - e) ** 2 / e).sum())
+            df += o.size - 1
+            smallest = min(smallest, float(e.min()))
+            tested.append((s, row, n_s))
+            binned.append((o, e))
+
+    return statistic, df, hidden, impossible, tested, smallest, binned
 
 
 def chisquare_strata(
@@ -46,41 +80,39 @@ def chisquare_strata(
     if not (np.isfinite(expected).all() and (expected >= 0).all()):
         raise ValueError("expected_probs has a negative or non-finite entry")
     alpha, beta = check_level("alpha", alpha), check_level("beta", beta)
-    min_expected = default_min_expected(alpha) if min_expected is None else check_positive("min_expected", min_expected)
+    if min_expected is None:
+        possible = int(np.count_nonzero(expected[observed.sum(1) > 0] > 0))
+        min_expected = default_min_expected(alpha, possible - 1)
+    else:
+        min_expected = check_min_expected(min_expected)
     labels = list(range(observed.shape[0])) if labels is None else list(labels)
 
-    statistic, df, n, hidden, impossible, tested = 0.0, 0, int(observed.sum()), 0.0, [], []
-    for s in np.flatnonzero(observed.sum(1)):
-        counts, row = observed[s], expected[s]
-        total = row.sum()
-        if total <= 0:
-            impossible.append({"stratum": labels[s], "token": None, "observed": int(counts.sum())})
-            continue
-        row = row / total
-        bad = np.flatnonzero((row == 0) & (counts > 0))
-        impossible += [{"stratum": labels[s], "token": int(t), "observed": int(counts[t])} for t in bad]
-        n_s = int(counts[row > 0].sum())
-        if n_s == 0:
-            continue
-        bins = bins_for(row, n_s, min_expected)
-        o = bins.sum(counts).astype(np.float64)
-        e = bins.sum(row) * n_s
-        hidden += bins.hidden_mass * n_s
-        if o.size > 1:
-            statistic += float(((o - e) ** 2 / e).sum())
-            df += o.size - 1
-            tested.append((s, row, n_s))
+    n = int(observed.sum())
+    for floor in (min_expected, effective_min_expected(min_expected, n)):
+        # the cap of MAX_DF over all strata together: when merging at min_expected leaves more, every stratum
+        # merges again to >= n / (MAX_DF + 1)
+        statistic, df, hidden, impossible, tested, smallest, binned = _strata_bins(observed, expected, labels, floor)
+        if df <= MAX_DF:
+            break
 
-    p_value = float(chi2.sf(statistic, df)) if df > 0 else 1.0
+    p_value, used, detectable = 1.0, {}, float("nan")
+    if df == 1:  # one stratum with two bins: the exact binomial test
+        statistic, p_value, used = binned_test(*binned[0])
+        detectable = min_detectable_diff_binomial(int(round(binned[0][0].sum())), used["p0"], alpha, beta)
+    elif df >= 2:
+        p_value = pearson_p_value(statistic, df, smallest)
+        used = {"test_used": "Pearson chi-square summed over strata, far-tail reference law (size.py)",
+                "reference_e": ladder_floor(smallest), "min_bin_expected": smallest}  # fmt: skip
+        detectable = min_detectable_tv_chisquare(n, alpha, beta, df, used["reference_e"])
     if impossible:
         p_value = 0.0
-    detectable = min_detectable_tv_chisquare(n, alpha, beta, df) if df > 0 and n > 0 else float("nan")
     details: dict = {
         "test": "Pearson chi-square summed over strata, bins merged by expected counts within each stratum",
         "distance": "stratum-weighted mean TV",
         "beta": beta,
         "strata": int(np.count_nonzero(observed.sum(1))),
         "min_expected": min_expected,
+        **used,
     }
     if impossible:
         details["impossible"] = impossible[:5]
@@ -95,5 +127,6 @@ def chisquare_strata(
         details["over"] = [e for e in extremes if e["residual"] > 0][:5]
         details["under"] = [e for e in extremes if e["residual"] < 0][:5]
     if df == 0 and not impossible:
-        details["note"] = "no stratum had two bins: the chi-square has no power here"
+        details["note"] = "no stratum had two bins: nothing to test"
+        return not_tested(name, "not tested (df = 0)", n, details)
     return CheckResult(name, statistic, df, p_value, n, alpha, detectable, passed, hidden / max(n, 1), details)
