@@ -209,8 +209,8 @@ class Tally:
             out.append(t0_result(f"{kind}[{sc.name}]", rejected, int(self.reached.sum()), details))
         return out
 
-    def _t2(self, kind: str, alpha: float, rule: str) -> CheckResult:
-        sc = self.scenario
+    def _t2(self, kind: str, alpha: float, rule: str | None = None) -> CheckResult:
+        sc, rule = self.scenario, rule or self.rule
         name = f"{kind}[{sc.name}]"
         if kind in ("first_token_law", "batch_composition", "point_mass_law"):
             return chisquare_strata(self.first, sc.target, alpha=alpha, name=name)

@@ -17,8 +17,9 @@ from .scenarios import Batch, Scenario
 
 
 def t0_clean(batch: Batch, out: np.ndarray, seen: tuple[np.ndarray, np.ndarray | None], vocab: int) -> np.ndarray:
-    """[B] rows that pass every T0 invariant, tested as checks.Tally.add tests them (ids, padding, prefix, zero
-    probability, residual support)."""
+    """[B] rows that pass the contract checks and emit no token of probability 0, tested as checks.Tally.add tests
+    them (ids, padding, prefix, zero probability). Never the rule's residual support: the joint law is a law check,
+    and dropping rows by a rule-specific check would bias it for every verifier following another lossless rule."""
     rows, width = out.shape
     gamma = width - 1
     emitted = out >= 0
@@ -32,18 +33,6 @@ def t0_clean(batch: Batch, out: np.ndarray, seen: tuple[np.ndarray, np.ndarray |
     safe = np.where(emitted & (out < vocab), out, 0)
     p_at = np.take_along_axis(target_seen, safe[:, :, None], 2)[:, :, 0]  # [B, g+1]
     ok &= ~(emitted & (p_at <= 0)).any(1)
-    idx = np.flatnonzero(ok & (accepted < batch.num_draft))  # rows whose last token is a correction
-    if idx.size:
-        pos, last = accepted[idx], out[idx, accepted[idx]]
-        p_rows = target_seen[idx, pos]  # [R, V]
-        if draft_seen is None:
-            q_rows = np.zeros_like(p_rows)
-            q_rows[np.arange(idx.size), batch.draft_tokens[idx, pos]] = 1.0
-        else:
-            q_rows = draft_seen[idx, pos]
-        residual = p_rows - q_rows
-        outside = (residual > 0).any(1) & (residual[np.arange(idx.size), last] <= 0)
-        ok[idx[outside]] = False
     return ok
 
 

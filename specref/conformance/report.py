@@ -57,7 +57,7 @@ class Report:
 
     def add_t2(self, scenario: str, results: list[CheckResult], tally=None) -> None:
         for r in results:
-            tier = "T2" if tested(r) else "none"
+            tier = "none" if r.details.get("tier") == "none" else "T2"  # "none": planned out (plan.py), no alpha
             self.checks.append(dataclasses.replace(r, details={**r.details, "tier": tier, "family": family(r)}))
         # identical rows share one fixed draft, so their token laws are not p: nothing to plot against p
         if tally is not None and tally.scenario.vocab_size <= PLOT_MAX_VOCAB and not tally.scenario.identical_rows:
