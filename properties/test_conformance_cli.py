@@ -166,7 +166,7 @@ def test_correct_external_impls_conform(tmp_path, spec, folder, rows):
         assert {"ragged_g6", "point_mass_g4"} <= set(record["scenarios"])
         assert {"first_token.png", "accepted_length.png", "reject_rate.png"} <= {p.name for p in out.iterdir()}
     first = next(c for c in record["checks"] if c["name"] == "first_token_law[cf_dense_g4]")
-    assert first["n"] >= rows and first["guaranteed_tv"] < 0.25
+    assert first["n"] >= rows and first["guaranteed_tv"] < 0.27  # df 15 at the far-tail critical value, alpha ~1e-6
 
 
 #: P(a 8-bit coin is 0) for buggy.accept_le_coarse_coins.
@@ -206,7 +206,7 @@ def test_python_api_from_pytest(tmp_path):
     """The adopters' use: run() on an adapter object inside their own test, assert on the Report."""
     verifier = runpy.run_path(str(IMPLS / "torch_vectorised.py"))["VERIFIER"]  # as `from their_engine import ...`
     scenarios = ["cf_dense_g4", "cf_zero_support_g3", "markov_g5", "ragged_g6", "point_mass_g4"]
-    report = run(verifier, seed=11, budget_seconds=60, alpha=ALPHA, scenarios=scenarios, rows=10_000)
+    report = run(verifier, seed=11, budget_seconds=60, alpha=ALPHA, scenarios=scenarios, rows=12_000)
     assert report.passed, report.summary()
     first = next(r for r in report.checks if r.name == "first_token_law[cf_dense_g4]")
     need = min_num_samples_chisquare(0.05, first.alpha, 1e-3, max(first.df, 1))

@@ -153,12 +153,12 @@ def test_the_fixture_runs_a_verify_function_with_the_session_settings(pytester):
 def test_a_wrong_first_token_law_fails_with_its_p_value_and_detectable_tv(pytester):
     """A T2 failure; certain T0 failures come with it (t0_residual_support), the law check is the one asserted."""
     pytester.makepyfile(qsampler=Q_SAMPLER)
-    result = pytester.runpytest(*PLUGIN, "--specref-impl", "qsampler:verify", "--specref-rows", "1000",
+    result = pytester.runpytest(*PLUGIN, "--specref-impl", "qsampler:verify", "--specref-rows", "3000",
                                 "--specref-scenarios", "cf_dense_g4", "--specref-alpha", ALPHA)  # fmt: skip
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     out = result.stdout.str()
     head = re.search(r"first_token_law\[cf_dense_g4\] failed \(law check\): p-value (\S+) <= alpha (\S+); "
-                     r"detectable TV (\S+) \(power 0.999 at N = 1,000\)", out)  # fmt: skip
+                     r"detectable TV (\S+) \(power 0.999 at N = 3,000\)", out)  # fmt: skip
     assert head, out
     p_value, alpha, detectable = (float(x) for x in head.groups())
     assert p_value <= alpha < 1e-9
