@@ -84,7 +84,7 @@ def conformance(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def mutants(session: nox.Session) -> None:
-    """Run the conformance suite on every mutant in specref.mutants; writes reports/mutants.md."""
+    """Run the conformance suite on every mutant in specref.mutants at fp32, bf16 and fp16 rows; reports/mutants*.md."""
     install(session)
     session.run("python", "-m", "specref.conformance.suite", "--mutants-only", *session.posargs)
 
