@@ -52,16 +52,12 @@ def verify(
     Injected uniforms take precedence over the generator and are cast to the compute dtype (fp32 unless the
     probabilities are float64). A row with num_draft = 0 emits one token drawn from its first target row.
     """
-    check_shapes(target_probs, draft_probs, draft_tokens, num_draft, uniforms, generator)
-    if validate:
-        check_values(target_probs, draft_probs, draft_tokens, num_draft, uniforms)
+    dtype, uniforms = checked_uniforms(
+        target_probs, draft_probs, draft_tokens, generator, num_draft, uniforms, validate
+    )
     batch, rows, vocab_size = target_probs.shape
     gamma = rows - 1
     device = target_probs.device
-    dtype = compute_dtype(target_probs.dtype)
-    if uniforms is None:
-        uniforms = draw_uniforms(batch, gamma, generator, device, dtype=dtype)
-    uniforms = uniforms.to(dtype)  # [B, g+1]
     draft_tokens = draft_tokens.long()
 
     # Accept tests at the drafted tokens only: [B, g]. Inactive positions (past num_draft) are masked before any
@@ -121,6 +117,18 @@ def verify_logits(
     target_probs = _softmax(target_logits, temperature)
     draft_probs = None if draft_logits is None else _softmax(draft_logits, temperature)
     return verify(target_probs, draft_probs, draft_tokens, generator, **kwargs)
+
+
+def checked_uniforms(target_probs, draft_probs, draft_tokens, generator, num_draft, uniforms, validate: bool):
+    """Check a chain verifier's inputs; return (compute dtype, uniforms [B, g+1] in it: given, or drawn)."""
+    check_shapes(target_probs, draft_probs, draft_tokens, num_draft, uniforms, generator)
+    if validate:
+        check_values(target_probs, draft_probs, draft_tokens, num_draft, uniforms)
+    dtype = compute_dtype(target_probs.dtype)
+    if uniforms is None:
+        batch, rows, _ = target_probs.shape
+        uniforms = draw_uniforms(batch, rows - 1, generator, target_probs.device, dtype=dtype)
+    return dtype, uniforms.to(dtype)
 
 
 def draw_uniforms(

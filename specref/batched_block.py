@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import torch
 
-from .batched import draw_uniforms
+from .batched import checked_uniforms
 from .batched_tree import _total, inverse_cdf
-from .batched_validation import check_shapes, check_values, compute_dtype
 
 
 def verify_block(
@@ -32,16 +31,12 @@ def verify_block(
     validate: bool = True,
 ) -> torch.Tensor:
     """Verify B chains as blocks; return [B, g+1] int64 emitted tokens, left-aligned, padded with -1."""
-    check_shapes(target_probs, draft_probs, draft_tokens, num_draft, uniforms, generator)
-    if validate:
-        check_values(target_probs, draft_probs, draft_tokens, num_draft, uniforms)
+    dtype, uniforms = checked_uniforms(
+        target_probs, draft_probs, draft_tokens, generator, num_draft, uniforms, validate
+    )
     batch, rows, vocab_size = target_probs.shape
     gamma = rows - 1
     device = target_probs.device
-    dtype = compute_dtype(target_probs.dtype)
-    if uniforms is None:
-        uniforms = draw_uniforms(batch, gamma, generator, device, dtype=dtype)
-    uniforms = uniforms.to(dtype)
     if num_draft is None:
         num_draft = torch.full((batch,), gamma, dtype=torch.long, device=device)
     num_draft = num_draft.long().to(device)

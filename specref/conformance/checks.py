@@ -43,6 +43,33 @@ def t0_result(name: str, violations: int, n: int, details: dict | None = None) -
     )  # fmt: skip
 
 
+def t0_violations(
+    batch: Batch, out: np.ndarray, target_seen: np.ndarray, vocab: int
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The rule-free T0 checks of one call's output [B, g+1]: ({check: [B] rows that break it}, accepted counts [B]).
+
+    Ids, padding, the prefix and zero probability hold for every lossless rule; the rule's residual support is not
+    here, so no law count (first token, joint law) ever drops a row because of the rule a verifier follows.
+    """
+    g = out.shape[1] - 1
+    emitted = out >= 0
+    ok_ids = ((~emitted & (out == -1)) | (emitted & (out < vocab))).all(1)
+    k = emitted.cumprod(1).sum(1)  # leading emitted tokens
+    ok_pad = (emitted.sum(1) == k) & (k >= 1) & (k <= batch.num_draft + 1)
+    accepted = np.clip(k - 1, 0, g)  # A
+    drafts = np.concatenate([batch.draft_tokens, np.full((len(out), 1), -1)], 1)
+    prefix_bad = ((np.arange(g + 1)[None, :] < accepted[:, None]) & (out != drafts)).any(1)
+    safe = np.where(emitted & (out < vocab), out, 0)  # bad ids are charged to t0_valid_ids
+    p_at = np.take_along_axis(target_seen, safe[:, :, None], 2)[:, :, 0]  # [B, g+1]
+    zero_hit = (emitted & (p_at <= 0)).any(1)
+    return {
+        "t0_valid_ids": ~ok_ids,
+        "t0_padding": ~ok_pad,
+        "t0_prefix_is_drafts": prefix_bad,
+        "t0_zero_prob_emitted": zero_hit,
+    }, accepted
+
+
 def t2_plan(scenario: Scenario, rule: str = "exact") -> list[str]:
     """The T2 kinds a scenario tests (plan.plan_for(...).tested): the budget is split over these."""
     return plan_for(scenario, rule).tested
@@ -66,7 +93,6 @@ class Tally:
     violations: dict = field(default_factory=lambda: {name: 0 for name in T0_CHECKS})
     examples: dict = field(default_factory=dict)  # first violation of each T0 check
     support_violations: dict = field(default_factory=lambda: {rule: 0 for rule in laws.RULES})  # under each rule
-    chunks: list = field(default_factory=list)  # where each call's batch came from (for reproduce snippets)
     pairs: np.ndarray | None = None  # row independence: [V, V] first tokens of rows (2j, 2j+1)
     joint: np.ndarray | None = None  # joint law: counts [V^n] of the first n tokens over repeated cycles
 
@@ -89,31 +115,13 @@ class Tally:
         sc, g, v = self.scenario, self.scenario.gamma, self.scenario.vocab_size
         rows = out.shape[0]
         self.rows += rows
-        if len(self.chunks) < 1000:
-            self.chunks.append(dict(where))
         if sc.probe and self._probe_clean(batch, out, probs_seen[0]):
             return  # the probe's rows are all certainly right: nothing more to count (see _probe_clean)
-        valid = out >= 0
-        in_range = (~valid & (out == -1)) | (valid & (out < v))
-        ok_ids = in_range.all(1)
-        k = valid.cumprod(1).sum(1)  # leading emitted tokens
-        ok_pad = (valid.sum(1) == k) & (k >= 1) & (k <= batch.num_draft + 1)
-        self._count("t0_valid_ids", ~ok_ids, batch, out, where)
-        self._count("t0_padding", ok_ids & ~ok_pad, batch, out, where)
-        good = ok_ids & ok_pad
-        accepted = np.clip(k - 1, 0, g)  # A
-        positions = np.arange(g + 1)[None, :]
-        drafts = np.concatenate([batch.draft_tokens, np.full((rows, 1), -1)], 1)
-        prefix_bad = ((positions < accepted[:, None]) & (out != drafts)).any(1)
-        self._count("t0_prefix_is_drafts", good & prefix_bad, batch, out, where)
-        good &= ~prefix_bad
-
-        target_seen, draft_seen = probs_seen
-        safe = np.where(valid & (out < v), out, 0)  # rows with bad ids were counted above
-        p_at = np.take_along_axis(target_seen, safe[:, :, None], 2)[:, :, 0]  # [B, g+1]
-        zero_hit = (valid & (p_at <= 0)).any(1)
-        self._count("t0_zero_prob_emitted", good & zero_hit, batch, out, where)
-        good &= ~zero_hit
+        violations, accepted = t0_violations(batch, out, probs_seen[0], v)
+        good = np.ones(rows, dtype=bool)
+        for name, bad in violations.items():  # each row is charged to the first check it breaks
+            self._count(name, good & bad, batch, out, where)
+            good &= ~bad
 
         if sc.probe:  # a probe is sized in tens of millions of rows and has no T2 check: T0 is all it needs
             return
