@@ -17,6 +17,7 @@ import pytest
 
 from specref.calibration import Settings, analysis, calibrate, render, rerender, sizes
 from specref.calibration.sweep import make_plan, run_seed
+from specref.calibration.sweep import sweep as sweep_seeds
 
 sweep = importlib.import_module("specref.calibration.sweep")  # the module (the package exports a function of that name)
 
@@ -112,6 +113,14 @@ def test_seed_run_is_a_function_of_the_seed():
     other = run_seed(plan, 8)
     assert [r.p_value for r in first.t2] == [r.p_value for r in again.t2]
     assert [r.p_value for r in first.t2] != [r.p_value for r in other.t2]
+
+
+def test_worker_processes_give_the_seeds_one_process_gives():
+    """Forked pool workers hung in torch's first parallel op (OpenMP does not survive fork); workers are spawned."""
+    plan = make_plan("batched", None, ["cf_dense_g4"], rows=512, seeds=2, alpha=1e-3, dtype="bfloat16")
+    pooled = sweep_seeds(plan, first_seed=3, jobs=2)
+    alone = [run_seed(plan, seed) for seed in (3, 4)]
+    assert [[r.p_value for r in run_.t2] for run_ in pooled.runs] == [[r.p_value for r in run_.t2] for run_ in alone]
 
 
 def _null(count: int, trials: int, kinds: dict | None = None) -> dict:

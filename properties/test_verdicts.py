@@ -22,6 +22,7 @@ import torch
 from budget import alpha_for
 
 from specref.conformance import Adapter, run
+from specref.conformance.adapters import as_adapter
 from specref.conformance.report import LOSSY, NON_CONFORMING, lossless
 
 IMPLS = Path(__file__).parent / "external_impls"
@@ -31,8 +32,8 @@ import sample_and_match  # noqa: E402
 
 RUNS = 4  # bf16, fp16, match declared (API), match declared (CLI) -- the undeclared run must fail
 ALPHA = alpha_for("verdicts", RUNS)
-SCENARIOS = ["cf_dense_g4", "cf_zero_support_g3", "cf_near_equal_g4", "cf_equal_g8", "markov_g5", "mixed_batch_g3",
-             "identical_rows_g2", "joint_markov_g2"]  # fmt: skip
+SCENARIOS = ["cf_dense_g4", "cf_zero_support_g3", "cf_near_equal_g4", "cf_small_residual_g4", "cf_equal_g8",
+             "markov_g5", "mixed_batch_g3", "identical_rows_g2", "joint_markov_g2"]  # fmt: skip
 ROWS = 20_000
 
 
@@ -119,3 +120,19 @@ def test_checks_that_cannot_fail_spend_no_alpha_and_are_not_passes():
     tested_t2 = [r for r in report.checks if r.details.get("tier") == "T2"]
     assert [r.name for r in tested_t2] == ["first_token_law[cf_disjoint_g2]"]
     assert tested_t2[0].alpha == pytest.approx(report.alpha), "the whole budget goes to the one real test"
+
+
+@pytest.mark.exact
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+def test_an_empty_residual_bug_is_reached_in_every_dtype(dtype):
+    """cf_near_equal_g4's rows round to p == q in bf16 (Z = 0, so no residual is ever drawn); the dyadic rows of
+    cf_small_residual_g4 keep Z = 3 * 2^-9 in every dtype, so a verifier that mishandles a tiny residual meets one."""
+    from dataclasses import replace
+
+    from specref.mutants import CATALOGUE
+
+    adapter = replace(as_adapter(CATALOGUE["empty_residual_out_of_vocab"]), dtype=dtype)
+    report = run(adapter, seed=0, budget_seconds=60, scenarios=["cf_small_residual_g4"], rows=4096)
+    failed = {r.name for r in report.checks if not r.passed}
+    # ~96 residual draws at 4096 rows; each emits id V, so the T0 check fails with certainty (0.9941^16384 < 1e-40)
+    assert "t0_valid_ids[cf_small_residual_g4]" in failed, report.summary()

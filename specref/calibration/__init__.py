@@ -30,7 +30,7 @@ from ..conformance.adapters import as_adapter, builtin_adapters
 from ..conformance.scenarios import SCENARIOS as ALL_SCENARIOS
 from ..mutants import CATALOGUE
 from . import analysis, curves, render, sizes
-from .sweep import DEFAULT_ROWS, Sweep, make_plan, sweep
+from .sweep import DEFAULT_ROWS, DTYPES, Sweep, make_plan, sweep
 
 #: Every scenario (the adapter's capabilities decide which run, as in `specref conform`).
 SCENARIOS = list(ALL_SCENARIOS)
@@ -61,6 +61,7 @@ class Settings:
     curve_rows: tuple[int, ...] = (256, 512, 1024, 2048, 4096, 8192)
     jobs: int = 1  # worker processes for the seeds
     sizes: bool = True  # compute the exact-size table
+    dtype: str = "float32"  # the dtype every adapter asks for (the harness gives rows exact in it)
 
     @classmethod
     def quick(cls) -> Settings:
@@ -78,6 +79,8 @@ def calibrate(
     argv: list[str] | None = None,
 ) -> dict:
     """Run every sweep, analyse it, and (when out is given) write the report files. Returns the result dict."""
+    if settings.dtype not in DTYPES:
+        raise ValueError(f"dtype={settings.dtype!r} must be one of {DTYPES}")
     unknown = [name for name in settings.mutants if name not in CATALOGUE]
     if unknown:
         raise ValueError(f"mutants={unknown!r} are not in specref.mutants.CATALOGUE")
@@ -91,14 +94,15 @@ def calibrate(
     ):
         if seeds < 1:
             continue
-        plan = make_plan(engine, as_adapter(factories[engine]()), names, rows=rows, seeds=seeds, alpha=settings.alpha)
+        plan = make_plan(engine, as_adapter(factories[engine]()), names, rows=rows, seeds=seeds, alpha=settings.alpha,
+                         dtype=settings.dtype)  # fmt: skip
         nulls.append(sweep(plan, progress=tell, jobs=settings.jobs))
         tell(f"{engine}: done in {nulls[-1].seconds:.0f} s")
     power = []
     for name in settings.mutants if settings.mutant_seeds > 0 else ():
         mutant = CATALOGUE[name]
         plan = make_plan(name, as_adapter(mutant), SCENARIOS, rows=settings.rows_map(), seeds=settings.mutant_seeds,
-                         alpha=settings.alpha)  # fmt: skip
+                         alpha=settings.alpha, dtype=settings.dtype)  # fmt: skip
         biased = sweep(plan, first_seed=10_000, progress=tell, jobs=settings.jobs)  # seeds disjoint from the nulls'
         power.append(analysis.power_summary(biased, nulls[0] if nulls else None, mutant.caught_by, mutant.lossy))
         tell(f"{name}: done in {biased.seconds:.0f} s")

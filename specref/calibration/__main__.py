@@ -1,4 +1,4 @@
-"""`python -m specref.calibration [--seeds 2000] [--rows N] [--jobs J] [--quick] [--out reports]`: see
+"""`python -m specref.calibration [--seeds 2000] [--rows N] [--jobs J] [--dtype D] [--quick] [--out reports]`: see
 specref.calibration."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from . import MUTANTS, Settings, calibrate, rerender
+from .sweep import DTYPES
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, help="rows per small scenario per seed (default 2048; quick 1024)")
     parser.add_argument("--reference-rows", type=int, help="rows per scenario per seed, reference engine")
     parser.add_argument("--jobs", type=int, help="worker processes for the seeds (default 1)")
+    parser.add_argument("--dtype", choices=DTYPES, help="the dtype every adapter asks for (default float32); the "
+                        "harness gives rows exact in it. Use a separate --out for each dtype")  # fmt: skip
     parser.add_argument("--no-sizes", action="store_true", help="skip the exact-size table (about 30 s)")
     parser.add_argument("--mutants", help=f"comma-separated mutant names (default {','.join(MUTANTS)})")
     parser.add_argument("--out", type=Path, default=Path("reports"), help="report directory (default reports)")
@@ -43,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         "mutant_seeds": args.mutant_seeds,
         "curve_seeds": args.curve_seeds,
         "jobs": args.jobs,
+        "dtype": args.dtype,
         "sizes": False if args.no_sizes else None,
         "rows": args.rows,
         "reference_rows": args.reference_rows,

@@ -8,12 +8,14 @@ Seeds can be spread over worker processes (jobs); each seed's run is the same wh
 
 from __future__ import annotations
 
+import multiprocessing
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
+import torch
 
 from ..conformance import run
 from ..conformance.adapters import Adapter, as_adapter, builtin_adapters
@@ -23,6 +25,8 @@ from ..stats import CheckResult
 
 #: Rows per scenario per seed: the large vocabularies cost far more per row, so they get fewer.
 DEFAULT_ROWS = {"default": 2048, "large_v8193_g2": 512, "large_v151936_g1": 64}
+#: The dtypes a calibration can give its rows in (specref.conformance.precision).
+DTYPES = ("float32", "bfloat16", "float16")
 #: A run's time budget: generous, so that the fixed rows always finish (a hang is still declared per call).
 RUN_BUDGET_SECONDS = 600.0
 
@@ -43,6 +47,7 @@ class Plan:
     rows: dict[str, int]  # per scenario per seed
     seeds: int
     alpha: float  # the run's family-wise alpha
+    dtype: str = "float32"  # the rows' dtype (the adapter asks for it; the harness gives rows exact in it)
     skipped: dict[str, str] = field(default_factory=dict)  # scenario -> why it is not in the plan
     t2_names: list[str] = field(default_factory=list)  # filled from the first run's report
 
@@ -84,28 +89,39 @@ def untested(r: CheckResult) -> bool:
     return not r.tested
 
 
-def resolve_adapter(engine: str) -> Adapter:
-    """A built-in engine or a mutant of specref.mutants.CATALOGUE, by name."""
+def resolve_adapter(engine: str, dtype: str = "float32") -> Adapter:
+    """A built-in engine or a mutant of specref.mutants.CATALOGUE, by name, asking for `dtype` rows."""
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype={dtype!r} must be one of {DTYPES}")
     factories = builtin_adapters()
     if engine in factories:
-        return as_adapter(factories[engine]())
-    from ..mutants import CATALOGUE
+        adapter = as_adapter(factories[engine]())
+    else:
+        from ..mutants import CATALOGUE
 
-    if engine in CATALOGUE:
-        return as_adapter(CATALOGUE[engine])
-    raise ValueError(f"engine={engine!r} is neither a built-in nor a mutant")
+        if engine not in CATALOGUE:
+            raise ValueError(f"engine={engine!r} is neither a built-in nor a mutant")
+        adapter = as_adapter(CATALOGUE[engine])
+    return replace(adapter, dtype=getattr(torch, dtype))
 
 
 def make_plan(
-    engine: str, adapter: Adapter | None, scenario_names: list[str] | None, *, rows, seeds: int, alpha: float
+    engine: str,
+    adapter: Adapter | None,
+    scenario_names: list[str] | None,
+    *,
+    rows,
+    seeds: int,
+    alpha: float,
+    dtype: str = "float32",
 ) -> Plan:
     """The scenarios the adapter's capabilities allow (all of them by default, as `run` itself plans)."""
     if seeds < 1:
         raise ValueError(f"seeds={seeds!r} must be >= 1")
-    adapter = resolve_adapter(engine) if adapter is None else adapter
+    adapter = resolve_adapter(engine, dtype) if adapter is None else replace(adapter, dtype=getattr(torch, dtype))
     allowed = {s.name for s in scenarios_for(adapter)}
     names = list(SCENARIOS) if scenario_names is None else list(scenario_names)
-    plan = Plan(engine, adapter, [], {}, seeds, alpha)
+    plan = Plan(engine, adapter, [], {}, seeds, alpha, dtype)
     for name in names:
         if name not in SCENARIOS:
             raise ValueError(f"scenario={name!r} is unknown")
@@ -136,18 +152,18 @@ def run_seed(plan: Plan, seed: int) -> SeedRun:
 
 
 def _worker(args: tuple) -> SeedRun:
-    engine, names, rows, alpha, seed = args
-    plan = _worker_plan(engine, tuple(names), tuple(sorted(rows.items())), alpha)
+    engine, names, rows, alpha, dtype, seed = args
+    plan = _worker_plan(engine, tuple(names), tuple(sorted(rows.items())), alpha, dtype)
     return run_seed(plan, seed)
 
 
 _PLANS: dict = {}
 
 
-def _worker_plan(engine: str, names: tuple, rows: tuple, alpha: float) -> Plan:
-    key = (engine, names, rows, alpha)
+def _worker_plan(engine: str, names: tuple, rows: tuple, alpha: float, dtype: str) -> Plan:
+    key = (engine, names, rows, alpha, dtype)
     if key not in _PLANS:
-        _PLANS[key] = make_plan(engine, None, list(names), rows=dict(rows), seeds=1, alpha=alpha)
+        _PLANS[key] = make_plan(engine, None, list(names), rows=dict(rows), seeds=1, alpha=alpha, dtype=dtype)
     return _PLANS[key]
 
 
@@ -184,8 +200,9 @@ def sweep(plan: Plan, first_seed: int = 0, progress: Callable[[str], None] | Non
             tell(i)
     else:
         names = [s.name for s in plan.scenarios]
-        work = [(plan.engine, names, plan.rows, plan.alpha, seed) for seed in seeds]
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
+        work = [(plan.engine, names, plan.rows, plan.alpha, plan.dtype, seed) for seed in seeds]
+        # spawn, not fork: a child forked after torch started its OpenMP pool hangs in its first parallel op
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
             for i, result in enumerate(pool.map(_worker, work, chunksize=4)):
                 runs.append(result)
                 tell(i)

@@ -245,6 +245,11 @@ def _build() -> dict[str, Scenario]:
     out.append(context_free("cf_equal_g8", "p == q (Z = 0): every draft accepted, tau = g+1", p, p.copy(), 8))
     q = _normalise(p * (1 + 1e-3 * rng.standard_normal(12)))
     out.append(context_free("cf_near_equal_g4", "q = p perturbed by 1e-3 relative (tiny residuals)", p, q, 4))
+    # Dyadic rows, exact in bf16, fp16 and fp32: the residual survives every dtype's rounding, whereas the rows of
+    # cf_near_equal_g4 round to p == q in bf16. Z = 2^-8 + 2^-9, on tokens 0 and 2 only.
+    p = np.array([16, 12, 8, 8, 6, 6, 4, 4]) / 64
+    q = p + np.array([-4, 0, -2, 0, 0, 4, 0, 2]) / 1024
+    out.append(context_free("cf_small_residual_g4", "q moves 3*2^-9 of p's mass (tiny Z, exact in any dtype)", p, q, 4))
     p, q = _one_hot(10, 3), _dense(rng, 10)
     out.append(context_free("cf_one_hot_target_g3", "one-hot target, dense draft", p, q, 3))
     p, q = _dense(rng, 10), _one_hot(10, 7)
