@@ -16,7 +16,7 @@ nox.options.sessions = ["properties", "lint"]
 TORCH_CPU = "torch==2.13.0"
 
 
-# The CUDA kernel (specref/kernels/cuda.py) is Triton; its tests run it on CPU under Triton's interpreter.
+# The CUDA kernel (specref/batched/kernels/cuda.py) is Triton; its tests run it on CPU under Triton's interpreter.
 TRITON = "triton==3.9.0; platform_system == 'Linux' and platform_machine == 'x86_64'"
 
 
@@ -71,8 +71,8 @@ def calibration(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Benchmark the batched engines against baselines; writes reports/bench.md, bench_tree.md and their json."""
     install(session)
-    session.run("python", "-m", "specref.bench", *session.posargs)
-    session.run("python", "-m", "specref.bench_tree", *session.posargs)
+    session.run("python", "-m", "specref.batched.bench", *session.posargs)
+    session.run("python", "-m", "specref.batched.bench_tree", *session.posargs)
 
 
 @nox.session(default=False)

@@ -115,7 +115,8 @@ def test_cpu_pass_alpha_matches_properties_budget():
 def test_fused_block_sums_match_torch_and_draw_the_same_tokens(device, dtype, point_mass, monkeypatch):
     """The device's fused kernel (Triton on CUDA, C on CPU) against torch operations: block sums within rounding,
     and the engine's tokens equal on these seeded rows (only the order of summation inside a block differs)."""
-    from specref import batched_draw, kernels
+    from specref.batched import draw as batched_draw
+    from specref.batched import kernels
 
     status = kernels.status(device)
     if not status.startswith(("triton", "compiled")):
@@ -144,7 +145,8 @@ def test_fused_block_sums_match_torch_and_draw_the_same_tokens(device, dtype, po
 
 def test_fused_block_sums_at_offsets_past_two_to_the_31(device):
     """A selected row that starts past 2^31 elements (bf16 [2, 8000, 151936], 4.9 GB): 64-bit offsets."""
-    from specref import batched_draw, kernels
+    from specref.batched import draw as batched_draw
+    from specref.batched import kernels
 
     if device.type != "cuda":
         pytest.skip("needs 4.9 GB of device memory: CUDA only")

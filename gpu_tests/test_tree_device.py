@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specref import batched, batched_block, batched_tree, tree_contract, tree_inputs
+from specref import batched, tree_contract, tree_inputs
+from specref.batched import block as batched_block
+from specref.batched import tree as batched_tree
 from specref.randomness import Injected, inverse_cdf
 from specref.reference import block, tree
 
@@ -116,7 +118,7 @@ def test_low_precision_large_vocab_emits_possible_tokens(device, rule, dtype):
 @pytest.mark.parametrize("rule", tree.RULES)
 def test_eagle_like_tree_of_the_benchmark(device, rule):
     """B = 64, 60 nodes, depth 6, V = 32000, fp32: accepted nodes form root-to-node paths whose tokens are emitted."""
-    from specref.bench_tree import RULE_SCHEME, make_tree_inputs
+    from specref.batched.bench_tree import RULE_SCHEME, make_tree_inputs
 
     target, draft, tokens, parents = make_tree_inputs(64, 32000, RULE_SCHEME[rule], device)
     q = draft if rule in ("mss", "rsd") else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from specref.batched_draw import FinalRows
+from specref.batched.draw import FinalRows
 
 
 def random_rows(gen, shape, dtype, zeros=0.3):

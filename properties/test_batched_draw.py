@@ -1,4 +1,4 @@
-"""T0 checks of the batched engine's final draw (`specref.batched_draw`) against independent oracles.
+"""T0 checks of the batched engine's final draw (`specref.batched.draw`) against independent oracles.
 
 The kernel-versus-torch tests (test_batched_kernel.py) share the local-block weights (`weights_at`) and the
 two-level search, and the float64 coupling tests never take the two-level path; these tests check both directly:
@@ -14,7 +14,9 @@ import pytest
 import torch
 from final_rows import final_rows
 
-from specref import batched, batched_draw, kernels
+from specref import batched
+from specref.batched import draw as batched_draw
+from specref.batched import kernels
 
 pytestmark = pytest.mark.exact
 

@@ -339,7 +339,7 @@ def _escape(text: str) -> str:
 
 def test_bench_smoke_on_a_tiny_case(tmp_path):
     """The benchmark's baselines run and report finite ratios (timings themselves are not asserted)."""
-    from specref import bench
+    from specref.batched import bench
 
     timer = bench.Timer(torch.device("cpu"), repeats=3)
     case = bench.bench_case(4, 2, 300, "bf16", torch.device("cpu"), timer, hf_rows=2)

@@ -1,5 +1,5 @@
-"""T0 checks of the CPU kernel (`specref.kernels`): it computes what the torch operations compute, and the batched
-engine draws the same tokens with it and without it. Deterministic (seeded inputs), so no share of the budget.
+"""T0 checks of the CPU kernel (`specref.batched.kernels`): it computes what the torch operations compute, and the
+batched engine draws the same tokens with it and without it. Deterministic (seeded inputs), so no share of the budget.
 
 If no C compiler is at hand, the tests that need the compiled kernel skip and say why; the fallback is tested
 either way.
@@ -16,9 +16,11 @@ import pytest
 import torch
 from final_rows import final_rows, random_rows
 
-from specref import batched, batched_draw, kernels
-from specref.batched_draw import BLOCK
-from specref.kernels import cpu as cpu_kernel
+from specref import batched
+from specref.batched import draw as batched_draw
+from specref.batched import kernels
+from specref.batched.draw import BLOCK
+from specref.batched.kernels import cpu as cpu_kernel
 
 pytestmark = pytest.mark.exact
 
@@ -147,7 +149,7 @@ def test_a_failed_compile_says_why(monkeypatch, tmp_path):
 
 
 def test_disabled_by_the_environment_switch(torch_path):
-    code = "import specref.kernels as k; print(k.status())"
+    code = "import specref.batched.kernels as k; print(k.status())"
     env = {**os.environ, "SPECREF_KERNELS": "0"}
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert result.stdout.startswith("disabled"), result.stdout + result.stderr
@@ -158,7 +160,7 @@ def test_disabled_by_the_environment_switch(torch_path):
 
 def _triton_interpreter_check():
     """Run in a subprocess with TRITON_INTERPRET=1: the Triton kernel on CPU tensors, against torch and the engine."""
-    from specref.kernels import cuda as cuda_kernel
+    from specref.batched.kernels import cuda as cuda_kernel
 
     assert cuda_kernel.status().startswith("triton"), cuda_kernel.status()
     assert cuda_kernel._self_check(torch.device("cpu")) == ""  # what status(device) runs once per GPU

@@ -1,7 +1,7 @@
 """T1: the batched tree and block engines couple with the reference engines, token for token, on float64.
 
-With the same injected uniforms, `specref.batched_tree.verify_tree` emits `specref.reference.tree.verify_tree`'s
-tokens and nodes for every rule, and `specref.batched_block.verify_block` emits `specref.reference.block`'s, on
+With the same injected uniforms, `specref.batched.tree.verify_tree` emits `specref.reference.tree.verify_tree`'s
+tokens and nodes for every rule, and `specref.batched.block.verify_block` emits `specref.reference.block`'s, on
 ragged batches with zero probabilities and u = 0 rows. The reference's law is proven in test_exact_tree.py.
 """
 
@@ -10,7 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specref import batched, batched_block, batched_tree, tree_contract, tree_inputs
+from specref import batched, tree_contract, tree_inputs
+from specref.batched import block as batched_block
+from specref.batched import tree as batched_tree
 from specref.randomness import Injected, inverse_cdf
 from specref.reference import block, chain, tree
 

@@ -239,7 +239,7 @@ def test_exit_code_printed_verdict_and_report_agree_for_a_conforming_impl(monkey
     ("module", "blocked", "install"),
     [
         ("specref.e2e", "transformers", TRANSFORMERS_INSTALL),
-        ("specref.bench", "transformers", TRANSFORMERS_INSTALL),
+        ("specref.batched.bench", "transformers", TRANSFORMERS_INSTALL),
         ("specref.e2e", "torch", "pip install 'specref[torch]'"),
         ("specref.conformance.suite", "torch", "pip install 'specref[torch]'"),
     ],

@@ -11,7 +11,7 @@ prefix), so in code target_probs[i] = p_i and draft_probs[i] = q_i, 0-indexed li
 Lossless (Thm 1) and never worse than token verification; P(tau >= k) = E_{x ~ q}[b_k]. Where r_i = 0 (then
 b_i = 1 and p_i = q_i, or b_i p_i <= q_i), h_i = 0: stopping at i would need a draw from an empty residual.
 
-Randomness (coupling convention shared with `specref.batched_tree`): `Injected` with g+1 uniforms; the test of
+Randomness (coupling convention shared with `specref.batched.tree`): `Injected` with g+1 uniforms; the test of
 eta_i (as u < h_i: equal in law) uses u_{i-1}, i = 1..g in order, and u_g feeds the final draw. A numerically
 empty final residual falls back to p_tau, as in the chain engine.
 """

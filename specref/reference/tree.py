@@ -1,6 +1,6 @@
 """Tree verification for one sequence, written as the math.
 
-The tree contract (`specref.batched_tree` adds a batch dimension B in front of every argument):
+The tree contract (`specref.batched.tree` adds a batch dimension B in front of every argument):
 
     verify_tree(target_probs [N+1][V], draft_probs [N][V] | None, draft_tokens [N], parents [N], rng, rule=...)
       -> tokens: the accepted root-to-node path's tokens, then one correction or bonus token (1..D+1 tokens)
@@ -37,7 +37,7 @@ p_1..p_{g+1} and draft rows q_1..q_g as in `specref.reference.chain`. On a chain
 speculative sampling and target_only is its point-mass rule, token for token under the same uniforms;
 sample_match is sample-and-match. `chain_as_tree` makes a chain verifier callable through this contract.
 
-Randomness, and the coupling convention shared with `specref.batched_tree` (`uniforms_rng` builds it):
+Randomness, and the coupling convention shared with `specref.batched.tree` (`uniforms_rng` builds it):
   * mss, rsd, target_only: `Injected` with N+1 uniforms; the accept tests consume u_0, u_1, ... in the order the
     walk makes them (at most N tests), and u_N feeds the one final draw (correction or bonus);
   * sample_match: `Sequential`; the draw at depth d (the root is depth 0) uses u_d.

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import torch
 
-from .batched import draw_uniforms
-from .batched_validation import compute_dtype
-from .tree_contract import TreeStructure, check_tree, structure
+from ..tree_contract import TreeStructure, check_tree, structure
+from .chain import draw_uniforms
+from .validation import compute_dtype
 
 __all__ = ["verify_tree", "inverse_cdf"]
 

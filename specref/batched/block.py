@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import torch
 
-from .batched import checked_uniforms
-from .batched_tree import _total, inverse_cdf
+from .chain import checked_uniforms
+from .tree import _total, inverse_cdf
 
 
 def verify_block(

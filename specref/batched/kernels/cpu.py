@@ -45,7 +45,7 @@ def block_sums(
     block: int,
     threads: int | None = None,
 ) -> torch.Tensor | None:
-    """[B, ceil(V / block)] float64 block sums, or None without a compiled kernel. Inputs as `specref.kernels`;
+    """[B, ceil(V / block)] float64 block sums, or None without a compiled kernel. Inputs as `specref.batched.kernels`;
     `threads` defaults to torch's thread count (one thread for small inputs)."""
     function = _load()
     if function is None:

@@ -1,11 +1,11 @@
 """Optional fused kernels for `specref.batched`: the final draw's block sums in one read of each input row.
 
 The final draw of a verify call needs, for each batch row, the sums over blocks of BLOCK tokens of its weights
-w = max(0, p - q) (or p, or p without one token; `specref.batched_draw` explains the two-level inverse CDF). In
+w = max(0, p - q) (or p, or p without one token; `specref.batched.draw` explains the two-level inverse CDF). In
 torch that is five operations: two row copies, a subtraction, a clamp and a sum, each a pass over memory. A fused
 kernel reads the two rows once and writes only the [B, V / BLOCK] sums:
-  * CPU: `block_sums.c`, compiled on first use with the system C compiler (`specref.kernels.cpu`);
-  * CUDA: a Triton kernel (`specref.kernels.cuda`), where Triton is importable.
+  * CPU: `block_sums.c`, compiled on first use with the system C compiler (`specref.batched.kernels.cpu`);
+  * CUDA: a Triton kernel (`specref.batched.kernels.cuda`), where Triton is importable.
 
 `block_sums` returns None wherever no kernel applies (disabled, no compiler, no Triton, float64, inputs that are
 not contiguous) and the caller uses torch operations instead; `status(device)` says which path runs. On validated
@@ -62,7 +62,7 @@ def flat_rows(target_probs, target_row, draft_row) -> tuple[torch.Tensor, torch.
 def status(device: str | torch.device = "cpu") -> str:
     """Which block sums run on this device: 'compiled: ...', 'triton: ...', 'disabled: ...' or 'unavailable: ...'."""
     if not ENABLED:
-        return "disabled: SPECREF_KERNELS=0 or specref.kernels.ENABLED = False"
+        return "disabled: SPECREF_KERNELS=0 or specref.batched.kernels.ENABLED = False"
     device = torch.device(device)
     module = _module(device)
     return f"unavailable: no kernel for device type {device.type!r}" if module is None else module.status(device)

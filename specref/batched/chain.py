@@ -1,4 +1,4 @@
-"""The batched engine: exact speculative sampling for B sequences at once, in torch (CPU or CUDA).
+"""Chain verification in the batched engine: exact speculative sampling for B sequences at once (CPU or CUDA).
 
 It follows the verify contract (`specref.conformance.adapters`) and the sampling convention of `specref.randomness`,
 so that with the same uniforms it emits the same tokens as `specref.reference`, token for token, on float64 inputs:
@@ -11,28 +11,29 @@ so that with the same uniforms it emits the same tokens as `specref.reference`, 
 
 Precision. float64 inputs run in float64 with the reference's own IEEE operations (on CUDA the cumsum is a
 parallel scan, equal up to ties within rounding). fp32, fp16 and bf16 inputs run in fp32, and the final draw is a
-two-level inverse CDF (`specref.batched_draw`): the convention up to a relative error of a few 1e-7 on each
+two-level inverse CDF (`specref.batched.draw`): the convention up to a relative error of a few 1e-7 on each
 block's mass, far below what any law check can see.
 
 Cost. No Python loop over B or g, and no [B, g, V] temporary: the accept ratios are gathered at the drafted tokens
 ([B, g]); each row then reads one target row and one draft row ([B, V]) at its first rejection, or one target row
-(p_{g+1}) when every draft is accepted. A fused kernel (`specref.kernels`: C on CPU, Triton on CUDA) reads those
-rows once; without one, torch operations copy and combine them.
+(p_{g+1}) when every draft is accepted. A fused kernel (`specref.batched.kernels`: C on CPU, Triton on CUDA) reads
+those rows once; without one, torch operations copy and combine them.
 
 Randomness. With a generator, the uniforms are one torch.rand draw of shape [B, g+1] (see `draw_uniforms`), so a
 row's uniforms depend on its index in the batch. With injected uniforms a row's result depends on that row alone.
 
 Syncs. `validate=False` skips every data check. One host sync remains on accelerators: a `.any()` deciding whether
 the rare slow path runs (a residual that is numerically empty, or a threshold that rounds up to the row total).
-The first call on each CUDA device also runs the Triton kernel's one-off self-check (`specref.kernels.cuda`).
+The first call on each CUDA device also runs the Triton kernel's one-off self-check
+(`specref.batched.kernels.cuda`).
 """
 
 from __future__ import annotations
 
 import torch
 
-from .batched_draw import FinalRows, final_draw, release_workspace
-from .batched_validation import check_shapes, check_values, compute_dtype
+from .draw import FinalRows, final_draw, release_workspace
+from .validation import check_shapes, check_values, compute_dtype
 
 __all__ = ["verify", "verify_logits", "draw_uniforms", "num_emitted", "release_workspace"]
 

@@ -1,4 +1,4 @@
-"""Benchmark of the batched tree and block engines against the naive per-row loop: `python -m specref.bench_tree`.
+"""The batched tree and block engines against the naive per-row loop: `python -m specref.batched.bench_tree`.
 
 Case: an EAGLE-like tree (`tree_inputs.eagle_like_parents`: 60 nodes, depth 6, the root's top-10 children, then
 10 nodes per depth under the likeliest nodes), B = 64, V = 32000, fp32; and block verification of chains of 6
@@ -6,12 +6,12 @@ at the same B and V. Per rule, the drafting it assumes: target_only on top-k chi
 rsd on draws without replacement, sample_match on top-k children.
 
 Compared, on the same inputs:
-  * batched  specref.batched_tree.verify_tree / specref.batched_block.verify_block (validate=False)
+  * batched  specref.batched.tree.verify_tree / specref.batched.block.verify_block (validate=False)
   * naive    the same rule walked row by row in Python with torch operations on [V] rows (`naive_tree_verify`,
              `naive_block_verify`): what a straightforward port of the per-sequence algorithm does
 
-Timings are medians (`specref.bench.Timer`: CPU caches flushed before each call). Writes reports/bench_tree.md and
-bench_tree.json.
+Timings are medians (`specref.batched.bench.Timer`: CPU caches flushed before each call). Writes reports/bench_tree.md
+and bench_tree.json.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from pathlib import Path
 
 import torch
 
-from . import batched_block, batched_tree, tree_inputs
+from .. import tree_inputs
+from . import block, tree
 from .bench import Timer, environment
 
 RULE_SCHEME = {"target_only": "topk", "mss": "iid", "rsd": "without_replacement", "sample_match": "topk"}
@@ -129,10 +130,10 @@ def bench_tree_case(rule, batch, vocab, device, timer):
     q = draft if rule in ("mss", "rsd") else None
     gen = torch.Generator(device=device).manual_seed(1)
     seconds = {
-        "batched": timer(lambda: batched_tree.verify_tree(target, q, tokens, parents, gen, rule=rule, validate=False)),
+        "batched": timer(lambda: tree.verify_tree(target, q, tokens, parents, gen, rule=rule, validate=False)),
         "naive": timer(lambda: naive_tree_verify(target, q, tokens, parents, gen, rule), repeats=3),
     }
-    emitted = batched_tree.verify_tree(target, q, tokens, parents, gen, rule=rule, validate=False)
+    emitted = tree.verify_tree(target, q, tokens, parents, gen, rule=rule, validate=False)
     mean_tokens = float((emitted >= 0).sum(1).float().mean())
     return {"case": f"tree {rule} ({RULE_SCHEME[rule]} drafts)", "batch": batch, "vocab": vocab, "nodes": 60,
             "depth": 6, "seconds": seconds, "naive_over_batched": seconds["naive"] / seconds["batched"],
@@ -145,7 +146,7 @@ def bench_block_case(batch, gamma, vocab, device, timer):
     target, draft, tokens = make_inputs(batch, gamma, vocab, torch.float32, device)
     gen = torch.Generator(device=device).manual_seed(1)
     seconds = {
-        "batched": timer(lambda: batched_block.verify_block(target, draft, tokens, gen, validate=False)),
+        "batched": timer(lambda: block.verify_block(target, draft, tokens, gen, validate=False)),
         "naive": timer(lambda: naive_block_verify(target, draft, tokens, gen), repeats=3),
     }
     return {"case": f"block, chain of {gamma}", "batch": batch, "vocab": vocab, "nodes": gamma, "depth": gamma,
@@ -173,13 +174,13 @@ def write_reports(results, env, out_dir: Path):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m specref.bench_tree", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m specref.batched.bench_tree", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="target_only and mss only, B = 16")
     parser.add_argument("--out", default="reports", help="directory for bench_tree.md and bench_tree.json")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     parser.add_argument("--repeats", type=int, default=9)
-    args, _ = parser.parse_known_args(argv)  # `nox -s bench -- ...` passes specref.bench's options too
+    args, _ = parser.parse_known_args(argv)  # `nox -s bench -- ...` passes specref.batched.bench's options too
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     timer = Timer(device, args.repeats)

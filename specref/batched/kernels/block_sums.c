@@ -1,4 +1,4 @@
-/* Fused gather-subtract-clamp-blocksum for specref.batched on CPU (see specref/kernels/__init__.py).
+/* Fused gather-subtract-clamp-blocksum for specref.batched on CPU (see specref/batched/kernels/__init__.py).
  *
  * For each batch row b, with p the target row target_row[b] and q the draft row draft_row[b] (none when < 0):
  *

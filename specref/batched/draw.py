@@ -11,7 +11,7 @@ Two paths:
   * fp32 (also fp16/bf16 inputs), V <= BLOCK: the float64 path over the weights computed in the compute dtype.
   * fp32 (also fp16/bf16 inputs), V > BLOCK: two levels. Block sums of BLOCK tokens pick the block (float64
     partial sums over fp32 block sums), then that block's BLOCK weights, recomputed from the inputs, pick the
-    token. Block sums come from a fused kernel of `specref.kernels` (C on CPU, Triton on CUDA: one read of each
+    token. Block sums come from a fused kernel of `specref.batched.kernels` (C on CPU, Triton on CUDA: one read of each
     input row) or else from torch operations on the full weights. A block's mass is off by a few 1e-7 of itself at
     most, far below what any law check can see; a threshold that overshoots the chosen block goes to the exact path.
 Rows the fast paths cannot decide (rare) are redone by a full float64 scan (`_slow_path`).

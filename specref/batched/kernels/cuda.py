@@ -51,7 +51,7 @@ else:
 
 
 def block_sums(target_probs, draft_probs, flat_target_row, flat_draft_row, removed, block: int) -> torch.Tensor:
-    """[B, ceil(V / block)] float64 block sums. Inputs as `specref.kernels.cpu.block_sums`."""
+    """[B, ceil(V / block)] float64 block sums. Inputs as `specref.batched.kernels.cpu.block_sums`."""
     if block & (block - 1):
         raise ValueError(f"block={block} must be a power of two for Triton")
     batch, _, vocab_size = target_probs.shape

@@ -1,8 +1,8 @@
-"""Benchmark of `specref.batched.verify` against baselines, in one run: `python -m specref.bench [--quick]`.
+"""Benchmark of `specref.batched.verify` against baselines, in one run: `python -m specref.batched.bench`.
 
-Compared, on the same inputs:
-  * batched       specref.batched.verify(validate=False), with the fused kernel of `specref.kernels` where it
-                  applies (the report says which)
+Compared, on the same inputs (`--quick`: three cases):
+  * batched       specref.batched.verify(validate=False), with the fused kernel of `specref.batched.kernels` where
+                  it applies (the report says which)
   * torch ops     the same engine with the fused kernel off (SPECREF_KERNELS=0): its final draw by torch operations
   * naive         a plain torch verifier: full [B, g, V] residual, division by the sum, torch.multinomial
   * transformers  transformers.generation.utils._speculative_sampling looped over the rows (it takes logits: we
@@ -27,14 +27,14 @@ import statistics
 import time
 from pathlib import Path
 
-from .extras import TORCH, TRANSFORMERS, exit_if_missing
+from ..extras import TORCH, TRANSFORMERS, exit_if_missing
 
 if __name__ == "__main__":  # before torch is imported: the baselines need transformers, checked before any timing
-    exit_if_missing("python -m specref.bench", TORCH, TRANSFORMERS)
+    exit_if_missing("python -m specref.batched.bench", TORCH, TRANSFORMERS)
 
 import torch  # noqa: E402
 
-from . import batched, kernels  # noqa: E402
+from . import chain, kernels  # noqa: E402
 
 GRID = {"batch": (1, 64, 512), "gamma": (1, 4, 8), "vocab": (32000, 128256), "dtype": ("fp32", "bf16")}
 QUICK = [(64, 4, 32000, "fp32"), (1, 1, 32000, "bf16"), (64, 4, 32000, "bf16")]
@@ -80,7 +80,7 @@ def torch_ops_verify(target_probs, draft_probs, draft_tokens, generator):
     """specref.batched.verify with the fused kernel switched off: its final draw by torch operations alone."""
     enabled, kernels.ENABLED = kernels.ENABLED, False
     try:
-        return batched.verify(target_probs, draft_probs, draft_tokens, generator, validate=False)
+        return chain.verify(target_probs, draft_probs, draft_tokens, generator, validate=False)
     finally:
         kernels.ENABLED = enabled
 
@@ -166,7 +166,7 @@ def bench_case(batch, gamma, vocab, dtype_name, device, timer, hf_rows):
     floor_bytes = 2 * batch * vocab * target.element_size()
     case = {"batch": batch, "gamma": gamma, "vocab": vocab, "dtype": dtype_name, "floor_bytes": floor_bytes}
     seconds = {
-        "batched": timer(lambda: batched.verify(target, draft, tokens, gen, validate=False)),
+        "batched": timer(lambda: chain.verify(target, draft, tokens, gen, validate=False)),
         "naive": timer(lambda: naive_verify(target, draft, tokens, gen)),
         "floor": timer(lambda: (read_once(target[:, 0]), read_once(draft[:, 0]))),
     }
@@ -202,7 +202,7 @@ def bench_case(batch, gamma, vocab, dtype_name, device, timer, hf_rows):
 def kernel_label(device) -> str:
     status = kernels.status(device)
     if status.startswith("compiled"):
-        return "the C kernel (specref/kernels/block_sums.c)"
+        return "the C kernel (specref/batched/kernels/block_sums.c)"
     if status.startswith("triton"):
         return "the Triton kernel (" + status + ")"
     return "torch operations (fused kernel " + status + ")"
@@ -272,7 +272,7 @@ def write_reports(results, env, out_dir: Path):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m specref.bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m specref.batched.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few cases for a smoke run")
     parser.add_argument("--out", default="reports", help="directory for bench.md and bench.json")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
