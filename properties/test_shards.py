@@ -3,20 +3,17 @@
 All exact: every call's inputs and generator seed derive from (seed, scenario, chunk), so a fixed-seed run is
 deterministic and the merged report must equal the unsharded one bit for bit (statistics, p-values, Holm, verdict;
 wall times aside). No alpha is spent here: the verdicts compared are those of fixed-seed runs, and the test is their
-equality, not their value. Wall time ~40 s on one core.
+equality, not their value. Wall time ~30 s on one core.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from specref.cli import main
 from specref.conformance import run
 from specref.conformance.adapters import builtin_adapters
 from specref.conformance.report import CONFORMING, NON_CONFORMING
@@ -28,7 +25,6 @@ pytestmark = pytest.mark.exact
 # joint_markov_g2 at 9000 rows runs three batches of the joint loop; cf_dense_g4 three main-pass chunks.
 SCENARIOS = ["cf_dense_g4", "joint_markov_g2", "identical_rows_g2", "ragged_g6", "probe_zero_ratio_g1"]
 ROWS = 9000
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def comparable(report) -> dict:
@@ -124,26 +120,21 @@ def test_merge_refuses_shards_of_different_runs(two_shards, edit, message):
         merge_records(shards)
 
 
-def test_cli_shards_then_merge(tmp_path):
-    """`conform --shard` (exit 0, partial), `merge` (exit as conform, same checks as the unsharded report.json)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-
-    def specref(*args):
-        return subprocess.run([sys.executable, "-m", "specref.cli", *args], cwd=tmp_path, env=env, capture_output=True,
-                              text=True, timeout=600)  # fmt: skip
-
+def test_cli_shards_then_merge(tmp_path, monkeypatch, capsys):
+    """`conform --shard` (exit 0, partial), `merge` (exit as conform, the checks of the API's unsharded run)."""
+    monkeypatch.chdir(tmp_path)
     common = ["conform", "batched", "--rows", "5000", "--scenarios", "cf_dense_g4,markov_g1", "--no-plots"]
     for k in range(2):
-        result = specref(*common, "--shard", f"{k}/2", "--report", f"s{k}")
-        assert result.returncode == 0 and "PARTIAL" in result.stdout, result.stdout + result.stderr
-    assert specref(*common, "--report", "one").returncode == 0
-    result = specref("merge", "s1", "s0", "--out", "merged", "--no-plots")
-    assert result.returncode == 0 and "CONFORMING" in result.stdout, result.stdout + result.stderr
-    one, merged = (json.loads((tmp_path / d / "report.json").read_text()) for d in ("one", "merged"))
-    assert merged["checks"] == one["checks"] and merged["verdict"] == one["verdict"]
+        assert main([*common, "--shard", f"{k}/2", "--report", f"s{k}"]) == 0
+        assert "PARTIAL" in capsys.readouterr().out
+    assert main(["merge", "s1", "s0", "--out", "merged", "--no-plots"]) == 0
+    assert "CONFORMING" in capsys.readouterr().out
+    one = run(builtin_adapters()["batched"](), rows=5000, scenarios=["cf_dense_g4", "markov_g1"])
+    merged = json.loads((tmp_path / "merged" / "report.json").read_text())
+    assert merged["checks"] == json.loads(json.dumps(one.to_dict()))["checks"]
     assert "## Statistical checks (T2)" in (tmp_path / "merged" / "report.md").read_text()
 
-    refused = specref(*common[:2], "--shard", "0/2")
-    assert refused.returncode == 2 and "--shard='0/2' needs --rows" in refused.stderr
-    refused = specref("merge", "s0", "--out", "merged")
-    assert refused.returncode == 2 and "shards [1] of 2 are missing" in refused.stderr
+    assert main(common[:2] + ["--shard", "0/2"]) == 2
+    assert "--shard='0/2' needs --rows" in capsys.readouterr().err
+    assert main(["merge", "s0", "--out", "merged"]) == 2
+    assert "shards [1] of 2 are missing" in capsys.readouterr().err

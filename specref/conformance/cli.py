@@ -114,6 +114,8 @@ def conform(args: argparse.Namespace) -> int:
             _check_shard(args.shard, args.rows)
         require(f"IMPL={args.impl!r}", *adapter_requirements(args.impl))  # before torch is imported
         adapter, label = resolve(args.impl)
+        if args.shard is not None and not hasattr(adapter, "verify"):
+            raise UsageError(f"--shard={args.shard!r} applies to verify-level adapters; run pipelines unsharded")
         scenarios = select_scenarios(adapter, args.scenarios)
         out_dir = args.report or os.path.join("reports", label)
         _check_writable(out_dir, "--report")

@@ -3,6 +3,10 @@
     report = specref.conformance.run(my_verify, seed=0, budget_seconds=300)
     assert report.passed, report.summary()
 
+Steps, each in its module: plan (run_plan.py), size (passes.Sizing), the probe pass and the main pass (passes.py),
+the run-level checks (run_checks.py), then the checks, the verdict and the report (assemble.py). With
+shard=(K, N) the same run is cut into N disjoint parts that shards.py merges exactly.
+
 Plan. Every scenario the adapter's capabilities allow (scenarios.py), given as its dtype gives them (rows rounded
 and summing to exactly 1), the T0 invariants on every call, the T2 laws of each scenario under the declared rule
 (plan.plan_for: checks that cannot fail take no alpha), reproducibility, and token-for-token coupling with the
@@ -11,10 +15,10 @@ budget (alpha, default 1e-3) is split by Bonferroni over the T2 checks before an
 re-verdicted by Holm. T0 checks spend nothing.
 
 Sizing. After one small call per scenario, the rare-edge probe (scenarios.PROBE) runs first, with up to
-PROBE_SHARE of the time, until it reaches its target power or cannot; then each scenario in turn gets an equal share
-of the time left, and stops early at the rows that buy it little more (MAX_ROWS); what it leaves rolls on to the
-next. A slow adapter (a row loop) thus gets the largest N its budget allows, and the report states the TV each check
-could detect at that N.
+passes.PROBE_SHARE of the time, until it reaches its target power or cannot; then each scenario in turn gets an
+equal share of the time left, and stops early at the rows that buy it little more (passes.MAX_ROWS); what it leaves
+rolls on to the next. A slow adapter (a row loop) thus gets the largest N its budget allows, and the report states
+the TV each check could detect at that N.
 
 Calls. Every call goes through calls.Caller: CPU adapters run in a forked worker process (a hang is killed, a
 crash is a verdict), others in a thread (a hang is abandoned). An exception, a crash or malformed output fails
