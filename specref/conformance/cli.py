@@ -2,6 +2,7 @@
 
     specref conform IMPL [--seed N] [--budget-seconds S] [--report DIR] [--json FILE]
     specref conform --list
+    specref conform IMPL --rows N --shard K/N --report DIR      then   specref merge DIR... [--out DIR]
 
 IMPL is a built-in name (`specref conform --list`), `package.module:attr` or `path/to/file.py:attr`; the attribute
 (dotted paths allowed) is a verify function or an adapter object declaring its capabilities. Exit codes: 0
@@ -9,7 +10,9 @@ conforming; 1 non-conforming (a check failed, the adapter raised, hung or return
 lossy by configuration); 2 usage error; 3 (an extension) an internal error of specref itself, never a verdict.
 
 Extensions: --alpha (the run's family-wise false-alarm probability, default 1e-3), --scenarios a,b (run only
-these scenarios), --rows N (a fixed N per scenario), --no-plots (skip the PNGs).
+these scenarios), --rows N (a fixed N per scenario), --no-plots (skip the PNGs), --shard K/N (run the K-th of N
+disjoint parts of the run, with --rows; `specref merge` sums the shards' counts into the run's report, the same as
+one unsharded run, and exits as conform does; docs/scaling.md).
 
 Packages the run needs (torch; transformers for the transformers adapters; an engine's own package for a peer) are
 checked before it starts: a missing one is a usage error (exit 2) naming the pip command. Without matplotlib or
@@ -70,7 +73,25 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="extension: a fixed N of rows per scenario instead of sizing by time (the budget still "
                    "bounds the run); reproducible sample sizes for CI")  # fmt: skip
     p.add_argument("--no-plots", action="store_true", help="extension: write no PNG plots")
+    p.add_argument("--shard", metavar="K/N", help="extension: run only the K-th (0-based) of N disjoint parts of the "
+                   "run (needs --rows); merge the N report folders with `specref merge`")  # fmt: skip
     p.set_defaults(func=conform)
+    add_merge_parser(sub)
+    return p
+
+
+def add_merge_parser(sub) -> argparse.ArgumentParser:
+    """Register `merge`: shards of one run (conform --shard K/N) summed into the run's report."""
+    p = sub.add_parser("merge", help="merge the report folders of `conform --shard K/N` runs into one report",
+                       description="Sum the counts of the N shards of one run (`specref conform IMPL --rows R "
+                       "--shard K/N`), recompute every check at the merged N, and write report.md/report.json; "
+                       "exit codes as conform. Shards of another run, or a missing or repeated shard, are a usage "
+                       "error (exit 2).")  # fmt: skip
+    p.add_argument("dirs", nargs="+", metavar="DIR", help="the shards' report folders (each with its report.json)")
+    p.add_argument("--out", metavar="DIR", help="report folder (default: merged/ beside the first DIR)")
+    p.add_argument("--json", metavar="FILE", help="also write report.json here ('-' for stdout)")
+    p.add_argument("--no-plots", action="store_true", help="write no PNG plots")
+    p.set_defaults(func=merge_shards)
     return p
 
 
@@ -89,8 +110,12 @@ def conform(args: argparse.Namespace) -> int:
             raise UsageError(f"--alpha={args.alpha!r} must lie in (0, 1)")
         if args.rows is not None and args.rows < 1:
             raise UsageError(f"--rows={args.rows!r} must be >= 1")
+        if args.shard is not None:
+            _check_shard(args.shard, args.rows)
         require(f"IMPL={args.impl!r}", *adapter_requirements(args.impl))  # before torch is imported
         adapter, label = resolve(args.impl)
+        if args.shard is not None and not hasattr(adapter, "verify"):
+            raise UsageError(f"--shard={args.shard!r} applies to verify-level adapters; run pipelines unsharded")
         scenarios = select_scenarios(adapter, args.scenarios)
         out_dir = args.report or os.path.join("reports", label)
         _check_writable(out_dir, "--report")
@@ -115,8 +140,33 @@ def conform(args: argparse.Namespace) -> int:
             scenarios=scenarios,
             rows=args.rows,
             plots=plots and MATPLOTLIB.available,
+            shard=args.shard,
         )
     )
+
+
+def _check_shard(shard: str, rows: int | None) -> None:
+    parts = shard.split("/")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts) or not int(parts[0]) < int(parts[1]):
+        raise UsageError(f"--shard={shard!r} must be K/N with integers 0 <= K < N")
+    if rows is None:
+        raise UsageError(f"--shard={shard!r} needs --rows N: a time budget leaves the shard's chunks undefined")
+
+
+def merge_shards(args: argparse.Namespace) -> int:
+    """`specref merge DIR...`: the shards' counts summed, every check recomputed, one report; exit as conform."""
+    try:
+        require("merge", TORCH)
+        from .shards import MergeError, merge
+
+        out_dir = args.out or str(Path(args.dirs[0]).parent / "merged")
+        _check_writable(out_dir, "--out")
+        report, spec = merge(args.dirs)
+    except (UsageError, MissingDependency, MergeError) as error:
+        print(f"specref merge: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    return _write_and_tell(report, out_dir, spec, args.json, plots=not args.no_plots and MATPLOTLIB.available,
+                           stream=sys.stderr if args.json == "-" else sys.stdout)  # fmt: skip
 
 
 def _check_writable(folder: str, flag: str) -> None:
@@ -142,24 +192,39 @@ def _leave_if_abandoned(code: int) -> int:
 
 
 def run_and_report(adapter, *, spec, out_dir, json_file=None, seed=0, budget_seconds=300.0, alpha=1e-3,
-                   scenarios=None, rows=None, plots=True, stream=None) -> int:  # fmt: skip
+                   scenarios=None, rows=None, plots=True, stream=None, shard=None) -> int:  # fmt: skip
     """Run, write the report folder, print a compact summary; returns the exit code."""
     from . import run
-    from .render import write_report
-    from .report import LOSSY
 
     stream = stream or (sys.stderr if json_file == "-" else sys.stdout)  # stdout keeps pure JSON with --json -
     extra = {} if rows is None else {"rows": rows}
+    if shard is not None:
+        extra["shard"] = shard
     try:
         with ProgressBar(getattr(adapter, "name", spec), budget_seconds) as bar:
             report = run(adapter, seed=seed, budget_seconds=budget_seconds, alpha=alpha, scenarios=scenarios,
                          progress=bar.update, **extra)  # fmt: skip
-        paths = write_report(report, out_dir, spec=spec, plots=plots)
     except Exception:  # noqa: BLE001 -- the adapter's own failures are verdicts inside run(); this is specref's bug
-        traceback.print_exc()
-        print("specref conform: internal error: the harness failed, which is a bug in specref, not a verdict on "
-              f"{spec!r}; exit {EXIT_INTERNAL}", file=sys.stderr)  # fmt: skip
-        return EXIT_INTERNAL
+        return _internal_error(spec)
+    return _write_and_tell(report, out_dir, spec, json_file, plots=plots, stream=stream)
+
+
+def _internal_error(spec) -> int:
+    traceback.print_exc()
+    print("specref conform: internal error: the harness failed, which is a bug in specref, not a verdict on "
+          f"{spec!r}; exit {EXIT_INTERNAL}", file=sys.stderr)  # fmt: skip
+    return EXIT_INTERNAL
+
+
+def _write_and_tell(report, out_dir, spec, json_file, *, plots, stream) -> int:
+    """Write the report folder (and --json), print the summary; returns the exit code."""
+    from .render import write_report
+    from .report import LOSSY
+
+    try:
+        paths = write_report(report, out_dir, spec=spec, plots=plots)
+    except Exception:  # noqa: BLE001 -- writing the report is specref's own job
+        return _internal_error(spec)
     if json_file == "-":
         print(Path(paths["json"]).read_text())
     elif json_file:
@@ -327,4 +392,5 @@ class ProgressBar:
             self.bar.close()
 
 
-__all__ = ["add_parser", "conform", "list_builtins", "resolve", "run_and_report", "select_scenarios"]
+__all__ = ["add_parser", "add_merge_parser", "conform", "list_builtins", "merge_shards", "resolve", "run_and_report",
+           "select_scenarios"]  # fmt: skip

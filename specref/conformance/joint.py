@@ -3,9 +3,10 @@
 Each call feeds every row of a batch from the state its emitted tokens reached. A row leaves the count as soon as a
 call's output for it breaks a rule-free T0 invariant (`checks.t0_violations`): its tokens are certainly wrong, they
 may not even index (an id V), and a row that emits nothing would never finish. So every row still counted gains a
-token per call, and a batch ends within n calls. The first batch always runs to its end (at most n calls); after it,
-the loop starts no batch past the scenario's slice of the budget and stops at the run's deadline mid-batch (that
-batch is dropped).
+token per call, and a batch ends within n calls: batch b uses chunks 1000 + b n + j (j < n), fixed by b alone, so
+a shard can run batch b without the batches before it. The first batch this process runs always runs to its end (at
+most n calls); after it, the loop starts no batch past the scenario's slice of the budget and stops at the run's
+deadline mid-batch (that batch is dropped).
 """
 
 from __future__ import annotations
@@ -18,22 +19,29 @@ from .checks import t0_violations
 from .scenarios import Scenario
 
 
-def joint_counts(feed, s: Scenario, rows: int, n: int, *, slice_end: float, deadline: float) -> np.ndarray:
+def joint_counts(feed, s: Scenario, rows: int, n: int, *, slice_end: float, deadline: float,
+                 owns=lambda batch: True) -> np.ndarray:  # fmt: skip
     """counts [V^n] of the first n tokens of up to `rows` sequences (row-major index); T0-breaking rows left out.
 
     feed(rows, chunk, start_states) -> (batch, tokens, probs seen): one verify call, T0-checked and tallied.
+    owns(batch): whether this process runs batch b (shards.py); the others are left to other shards.
     """
     v = s.vocab_size
     counts = np.zeros(v**n, dtype=np.int64)
-    done, chunk = 0, 1000
-    while done < rows and (done == 0 or time.perf_counter() < slice_end):
+    done, ran, b = 0, 0, -1  # rows of the batches so far (any shard's), batches run here, batch index
+    while done < rows and (ran == 0 or time.perf_counter() < slice_end):
+        b += 1
         batch_rows = min(s.rows_per_call, rows - done)
+        if not owns(b):
+            done += batch_rows
+            continue
+        chunk = 1000 + b * n
         state = np.full(batch_rows, s.starts[0])
         seqs = np.full((batch_rows, n), -1)
         filled = np.zeros(batch_rows, dtype=np.int64)
         counted = np.ones(batch_rows, dtype=bool)  # rows whose outputs so far passed T0
         while (counted & (filled < n)).any():
-            if done and time.perf_counter() >= deadline:
+            if ran and time.perf_counter() >= deadline:
                 return counts  # this batch is unfinished: none of its rows is counted
             batch, out, seen = feed(batch_rows, chunk, state.copy())
             chunk += 1
@@ -47,4 +55,5 @@ def joint_counts(feed, s: Scenario, rows: int, n: int, *, slice_end: float, dead
         index = np.ravel_multi_index(seqs[counted].T, (v,) * n)
         np.add.at(counts, index, 1)
         done += batch_rows
+        ran += 1
     return counts

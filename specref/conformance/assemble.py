@@ -1,0 +1,145 @@
+"""From counts to a Report: each scenario's checks (adapter, T0, certain, T2), the run-level checks, Holm and the
+verdict, and the rule diagnosis. Checks that could not be computed are failures marked "not run" (tier "not run",
+no p-value), never passes. The same code serves one run (runner.run) and merged shards (shards.merge)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ..stats import CheckResult, ErrorBudget
+from . import checks, laws
+from .adapters import Adapter
+from .calls import AdapterFailure
+from .passes import JOINT_TOKENS
+from .plan import RULE, plan_for
+from .report import Report
+from .run_checks import failure_details, not_run
+from .run_plan import RunPlan
+from .scenarios import Scenario, probe_detection, probe_rows_needed
+
+
+class Counted(Protocol):
+    """What the calls left: passes.Calls for one run, shards.Merged for merged shards."""
+
+    tallies: dict[str, checks.Tally]
+    broken: dict[str, AdapterFailure]
+    stopped: str | None
+    finished: set[str]
+
+    def summary(self, name: str) -> dict: ...
+
+
+def build_report(adapter: Adapter, plan: RunPlan, counted: Counted, run_results: list[CheckResult],
+                 run_not_run: list[CheckResult], *, seed: int, budget_seconds: float, alpha: float,
+                 wall_seconds) -> Report:  # fmt: skip
+    """The checks of every scenario, then the run-level ones, then Holm, the verdict and the rule diagnosis.
+
+    wall_seconds: a callable read when the verdict is made (the run's time, checks included).
+    """
+    report = Report(adapter, seed=seed, budget_seconds=budget_seconds, alpha=alpha)
+    adapter_results, not_run_list = [], list(run_not_run)  # not run: listed last, after the failures explaining them
+    for s in plan.scenarios:
+        adapter_results += scenario_checks(report, s, plan, counted, not_run_list)
+    report.add_t0("run", adapter_results + run_results + not_run_list)
+    report.finish(ErrorBudget(alpha), wall_seconds())
+    if report.law_kept:
+        report.rule_diagnosis = rule_diagnosis(counted.tallies, plan.checks, plan.alphas, adapter.rule)
+    return report
+
+
+def scenario_checks(report: Report, s: Scenario, plan: RunPlan, counted: Counted, not_run_list: list) -> list:
+    """Add scenario s's summary and checks to the report; returns its adapter check (appended to the run's)."""
+    tally, calls, failure = counted.tallies[s.name], counted.summary(s.name), counted.broken.get(s.name)
+    report.scenarios[s.name] = {
+        "description": s.description,
+        "gamma": s.gamma,
+        "vocab_size": s.vocab_size,
+        "rows": tally.rows,
+        "rows_per_second": tally.rows / tally.seconds if tally.seconds else None,
+        "calls": calls,
+    }
+    results = []
+    if failure is not None:
+        results.append(checks.t0_result(f"adapter[{s.name}]", 1, tally.rows, failure_details(failure)))
+    elif not calls["count"]:
+        not_run_list.append(not_run(f"adapter[{s.name}]", counted.stopped))
+    else:
+        results.append(checks.t0_result(f"adapter[{s.name}]", 0, tally.rows, {"error": None}))
+    why = why_not_run(s, tally, failure, None if s.name in counted.finished else counted.stopped)
+    if tally.rows:
+        report.add_t0(s.name, tally.t0_results())
+    else:
+        not_run_list += [not_run(f"{kind}[{s.name}]", why) for kind in checks.T0_CHECKS]
+    scenario_plan = plan.checks[s.name]
+    kinds = {kind: plan.alphas[f"{kind}[{s.name}]"] for kind in scenario_plan.tested}
+    skipped = [checks.not_tested(f"{kind}[{s.name}]", reason) for kind, reason in scenario_plan.skipped.items()]
+    if why:
+        not_run_list += [not_run(f"{kind}[{s.name}]", why) for kind in [*kinds, *scenario_plan.certain]]
+    elif "joint_law" in kinds:
+        report.add_t2(s.name, [checks.joint_law_result(tally.joint, s, JOINT_TOKENS, kinds["joint_law"])])
+    else:
+        report.add_t0(s.name, tally.certain_results(scenario_plan.certain))
+        report.add_t2(s.name, tally.t2_results(kinds) + skipped, tally)
+    if s.probe:
+        report.probe = probe_summary(s, tally)
+    return results
+
+
+def why_not_run(s: Scenario, tally: checks.Tally, failure: AdapterFailure | None, stopped: str | None) -> str | None:
+    """Why a scenario's T2 checks cannot be computed, or None when they can."""
+    if failure is not None:
+        return f"the adapter failed on this scenario ({failure.kind})"
+    if stopped:  # cut short by a hang elsewhere
+        return stopped
+    if tally.rows == 0:
+        return "no rows"
+    if s.name.startswith("joint_") and (tally.joint is None or tally.joint.sum() == 0):
+        return "no sequence of the joint loop passed the T0 checks"  # the first batch always completes
+    return None
+
+
+def probe_summary(s: Scenario, tally: checks.Tally) -> dict:
+    tests = tally.rows  # one accept test with p/q = 0 and one correction draw per row
+    return {
+        "scenario": s.name,
+        "accept_tests_with_ratio_0": tests,
+        "detection_probability": probe_detection(tests),
+        "event": "an fp32 uniform equal to 0 (probability 2^-24 per draw)",
+        "catches": "a non-strict accept test u <= p/q on fp32 uniforms (it accepts a draft of target probability 0), "
+        "and an inverse-CDF correction that returns token 0 at u = 0",
+        "target_rows": probe_rows_needed(),
+    }
+
+
+def rule_diagnosis(tallies: dict, plans: dict, alphas: dict, declared: str) -> dict:
+    """When only rule checks failed: does the acceptance follow another known rule, and how often does it accept?
+
+    The counts are rule-free, so every other rule is tested on the same data at the same per-check alphas; its fit
+    is a diagnosis, never part of the verdict (no alpha is spent on it).
+    """
+    out: dict = {"rules": {}}
+    for rule in laws.RULES:
+        if rule == declared:
+            continue
+        results, support = [], 0
+        for name, tally in tallies.items():
+            kinds = {k: alphas[f"{k}[{name}]"] for k in plan_for(tally.scenario, rule).tested
+                     if f"{k}[{name}]" in alphas and checks.family_of(k) == RULE}  # fmt: skip
+            if tally.rows and tally.joint is None and kinds:
+                results += tally.t2_results(kinds, rule)
+            support += tally.support_violations[rule]
+        tested = [r for r in results if "not_tested" not in r.details]
+        out["rules"][rule] = {
+            "matches": support == 0 and all(r.passed for r in tested),
+            "min_p_value": min((r.p_value for r in tested), default=float("nan")),
+            "checks": len(tested),
+            "residual_support_violations": support,
+        }
+    observed = expected = 0.0
+    for tally in tallies.values():
+        sc = tally.scenario
+        if tally.rows and not (sc.probe or sc.identical_rows or sc.point_mass or sc.name.startswith("joint_")):
+            o, e = tally.mean_accepted("exact")
+            observed, expected = observed + o, expected + e
+    out["acceptance_ratio"] = observed / expected if expected else None
+    return out

@@ -1,0 +1,207 @@
+"""The run's calls to the adapter: the probe pass, then the main pass, each call T0-checked and counted.
+
+    calls = Calls.start(plan, seed)
+    probe_pass(caller, plan, calls, clock, tell)        # one small call per scenario (chunk 0)
+    main_pass(caller, plan, calls, sizing, clock, tell) # chunks 1, 2, ... (joint scenarios: batches of chunks)
+
+Every call's inputs and generator seed derive from (run seed, scenario, chunk) alone, so a chunk gives the same
+tokens whichever process runs it: that is what lets `shards.py` split a run and merge it exactly.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import checks
+from .adapters import Adapter
+from .calls import AdapterFailure, Caller
+from .joint import joint_counts
+from .scenarios import Scenario, probe_rows_needed
+
+#: Rows past which a scenario's checks gain little (TV detectable ~0.005 on small vocabularies).
+MAX_ROWS = {"default": 400_000, "large_v8193_g2": 200_000, "large_v151936_g1": 20_000}
+MIN_ROWS = 256
+#: The most of the budget the rare-edge probe may take (it stops earlier once it reaches its target power).
+PROBE_SHARE = 0.45
+JOINT_TOKENS = 3
+#: A joint-loop call's start states are kept in its provenance (for a reproduce snippet) up to this many rows.
+MAX_RECORDED_STATES = 64
+
+
+def derive_seed(*key) -> int:
+    """A stable seed from a key (zlib.crc32): the generator seed of every call is derive_seed("generator", ...)."""
+    return zlib.crc32(":".join(map(str, key)).encode())
+
+
+@dataclass
+class Clock:
+    """The run's time budget: its deadline, and how long a call may take before it is declared a hang."""
+
+    started: float
+    deadline: float
+    min_call_timeout: float
+
+    @classmethod
+    def start(cls, budget_seconds: float, min_call_timeout: float) -> Clock:
+        started = time.perf_counter()
+        return cls(started, started + budget_seconds, min_call_timeout)
+
+    def timeout(self) -> float:
+        # A call that overruns the budget is slow, not hung (a loaded machine slows a correct adapter several-fold):
+        # it is declared hung only at twice what was left of the budget.
+        return 2 * max(self.min_call_timeout, self.deadline - time.perf_counter())
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+
+@dataclass
+class Sizing:
+    """How many rows each scenario gets: a fixed N (rows) or its share of the budget; which chunks this process runs.
+
+    owns(unit): True when this process runs a scenario's unit (chunk 0 is unit 0, main chunk c is unit c, a joint
+    batch b is unit b + 1); every unit is run by exactly one shard (`shards.Shard.owns`).
+    """
+
+    budget_seconds: float
+    rows: int | dict[str, int] | None = None
+    owns: Callable[[int], bool] = lambda unit: True
+
+    def fixed(self, s: Scenario) -> int | None:
+        return self.rows.get(s.name) if isinstance(self.rows, dict) else self.rows
+
+
+def first_call_rows(s: Scenario) -> int:
+    """Rows of a scenario's probe-pass call (chunk 0)."""
+    return min(MIN_ROWS, s.rows_per_call)
+
+
+@dataclass
+class Calls:
+    """What the calls produced: the tallies, every call's provenance, and how the calls ended."""
+
+    tallies: dict[str, checks.Tally]
+    fed: dict[str, list[dict]]  # provenance of every call, per scenario
+    broken: dict[str, AdapterFailure] = field(default_factory=dict)  # scenario -> the adapter's failure
+    stopped: str | None = None  # why the run stopped calling the adapter (a hang), or None
+    finished: set[str] = field(default_factory=set)  # the scenarios whose main pass ended
+
+    @classmethod
+    def start(cls, plan: list[Scenario], seed: int, rule: str) -> Calls:
+        return cls({s.name: checks.Tally(s, seed=seed, rule=rule) for s in plan}, {s.name: [] for s in plan})
+
+    def halted(self, s: Scenario, failure: AdapterFailure) -> bool:
+        """Record a failure; True when it was a hang, which stops the run's calls."""
+        self.broken[s.name] = failure
+        if failure.kind == "hang":
+            self.stopped = f"the run stopped calling the adapter after a hang in {s.name}"
+        return self.stopped is not None
+
+    def summary(self, name: str) -> dict:
+        """The first call that fed a scenario (what T2 snippets rebuild), and how many calls there were in all."""
+        log = self.fed[name]
+        if not log:
+            return {"count": 0, "first": None, "rows": 0}
+        return {"count": len(log), "first": log[0], "chunks": [log[0]["chunk"], log[-1]["chunk"]],
+                "rows": sum(w["rows"] for w in log)}  # fmt: skip
+
+
+def probe_pass(caller: Caller, plan: list[Scenario], calls: Calls, seed: int, clock: Clock, tell, owns) -> None:
+    """One small call per scenario, chunk 0: T0 on every scenario early, and a first speed reading."""
+    for i, s in enumerate(plan):
+        if owns(0):
+            try:
+                feed(caller, s, calls, first_call_rows(s), 0, seed=seed, clock=clock)
+            except AdapterFailure as failure:
+                if calls.halted(s, failure):
+                    return
+        tell(f"probe {s.name}", 0.1 * (i + 1) / len(plan))
+
+
+def main_pass(caller: Caller, plan: list[Scenario], calls: Calls, seed: int, sizing: Sizing, clock: Clock,
+              tell) -> None:  # fmt: skip
+    """Each scenario gets an equal slice of the time left, up to its cap; unused time rolls forward.
+
+    After a hang the run calls the adapter no more: the hang has spent the budget (a call is declared hung only
+    after 2 max(MIN_CALL_TIMEOUT, the time left)), and the scenarios left get their checks marked not run.
+    """
+    reserve = 0.1 * sizing.budget_seconds + 2.0 + 2.0 * caller.adapter.uniforms
+    todo = sorted((s for s in plan if s.name not in calls.broken), key=lambda s: not s.probe)  # the probe first
+    for i, s in enumerate(todo):
+        left = max(0.0, clock.deadline - reserve - time.perf_counter())
+        slice_end = time.perf_counter() + (PROBE_SHARE * left if s.probe else left / (len(todo) - i))
+        fixed = sizing.fixed(s)
+        if fixed is not None:
+            slice_end = clock.deadline
+        try:
+            _scenario_pass(caller, s, calls, seed, fixed, slice_end, clock, sizing.owns)
+        except AdapterFailure as failure:
+            if calls.halted(s, failure):
+                return
+        calls.finished.add(s.name)
+        tell(f"{s.name}: {calls.tallies[s.name].rows:,} rows", 0.1 + 0.8 * (i + 1) / len(todo))
+
+
+def _scenario_pass(caller, s: Scenario, calls: Calls, seed: int, fixed: int | None, slice_end: float, clock: Clock,
+                   owns) -> None:  # fmt: skip
+    """One scenario's main pass, up to its cap (the fixed N, or the rows that buy little more) or its slice."""
+    tally = calls.tallies[s.name]
+    cap = fixed if fixed is not None else _max_rows(s)
+    if s.name.startswith("joint_"):
+        call = functools.partial(feed, caller, s, calls, seed=seed, clock=clock)
+        tally.joint = joint_counts(call, s, cap, JOINT_TOKENS, slice_end=slice_end, deadline=clock.deadline,
+                                   owns=lambda batch: owns(batch + 1))  # fmt: skip
+        return
+    begun, planned = time.perf_counter(), first_call_rows(s)  # rows of this scenario's chunks so far, in any shard
+    chunk = 1
+    while planned < cap and time.perf_counter() < slice_end:
+        rows_now = int(min(s.rows_per_call, cap - planned))
+        if owns(chunk):
+            feed(caller, s, calls, rows_now, chunk, seed=seed, clock=clock)
+        planned += rows_now
+        chunk += 1
+        if s.probe and fixed is None and _probe_hopeless(planned, first_call_rows(s), begun, slice_end):
+            break
+
+
+def _max_rows(s: Scenario) -> int:
+    return probe_rows_needed() if s.probe else MAX_ROWS.get(s.name, MAX_ROWS["default"])
+
+
+def _probe_hopeless(rows: int, rows_before: int, begun: float, slice_end: float) -> bool:
+    """At the speed seen so far the probe cannot reach even even odds by the end of its slice: stop it, and let
+    the report state the detection probability it did reach (a slow adapter keeps its budget for the laws)."""
+    now = time.perf_counter()
+    speed = (rows - rows_before) / max(now - begun, 1e-9)
+    return rows + speed * max(slice_end - now, 0.0) < probe_rows_needed(0.5)
+
+
+def record(log: list, adapter: Adapter, s: Scenario, rows: int, seed: int, chunk, generator_seed: int,
+           start_states: np.ndarray | None = None) -> dict:  # fmt: skip
+    """The provenance of one call (what a snippet needs to rebuild and repeat it), appended to the scenario's log."""
+    where = {"scenario": s.name, "seed": seed, "chunk": chunk, "rows": rows, "generator_seed": generator_seed,
+             "dtype": str(adapter.dtype), "device": str(adapter.device)}  # fmt: skip
+    if start_states is not None and not np.array_equal(start_states, np.full(rows, s.starts[0])):
+        # a joint-loop call past the first: its start states came from earlier outputs (None: too many to keep)
+        where["start_states"] = start_states.tolist() if rows <= MAX_RECORDED_STATES else None
+    log.append(where)
+    return where
+
+
+def feed(caller: Caller, s: Scenario, calls: Calls, rows: int, chunk, start_states=None, *, seed: int,
+         clock: Clock) -> tuple:  # fmt: skip
+    """One call on chunk `chunk` of scenario s: T0-checked and counted into its tally; returns (batch, tokens, seen)."""
+    tally = calls.tallies[s.name]
+    batch = s.inputs(rows, seed, chunk, start_states=start_states)
+    generator_seed = derive_seed("generator", seed, s.name, chunk)
+    where = record(calls.fed[s.name], caller.adapter, s, rows, seed, chunk, generator_seed, start_states)
+    out, seen, seconds = caller(batch, generator_seed, timeout=clock.timeout(), where=where)
+    tally.add(batch, out, seen, where)
+    tally.seconds += seconds
+    return batch, out, seen
