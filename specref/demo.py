@@ -1,4 +1,4 @@
-"""`specref demo`: the main job on an embedded default, in about a minute.
+"""`specref demo`: the main job on an embedded default, in a minute or two.
 
 It conforms transformers' own verify kernel (`_speculative_sampling`, the `transformers` built-in adapter) and a
 mutant that carries a bug transformers once shipped (`softmax_residual`: the residual normalised with a softmax,
