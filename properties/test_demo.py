@@ -19,6 +19,7 @@ import json
 from types import SimpleNamespace
 
 import pytest
+import torch
 from budget import TOTAL
 
 from specref import demo, extras
@@ -89,7 +90,9 @@ def test_this_files_false_alarm_probability_is_negligible_in_the_ci_budget():
 
 @pytest.mark.statistical
 def test_demo_conforms_the_kernel_flags_the_mutant_and_writes_both_reports(tmp_path, capsys):
+    threads = torch.get_num_threads()
     code = main(["demo", "--out", str(tmp_path), "--budget-seconds", "20", "--alpha", str(ALPHA), "--no-plots"])
+    assert torch.get_num_threads() == threads  # the demo's one thread does not leak into the caller
     out = capsys.readouterr().out
     assert code == 0, out
     impl, _ = demo.choose_impl()

@@ -110,18 +110,23 @@ def _runs(impl: str, args: argparse.Namespace, out: Path, plots: bool) -> list[t
     from .conformance.render import write_report
     from .mutants import CATALOGUE
 
-    torch.set_num_threads(1)
     mutant = as_adapter(CATALOGUE[MUTANT])
     plan = [(builtin_adapters()[impl](), impl, KERNEL_SHARE), (mutant, MUTANT, 1 - KERNEL_SHARE)]
     reports = []
-    for adapter, label, share in plan:
-        budget = share * args.budget_seconds
-        print(f"specref demo: conforming {label} on {', '.join(SCENARIOS)} (budget {budget:.0f} s) ...", flush=True)
-        with ProgressBar(label, budget) as bar:
-            report = run(adapter, seed=args.seed, budget_seconds=budget, alpha=args.alpha, scenarios=SCENARIOS,
-                         progress=bar.update)  # fmt: skip
-        spec = impl if adapter is not mutant else f"specref.mutants.bugs:{MUTANT}"
-        reports.append((report, write_report(report, out / label, spec=spec, plots=plots)))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the forked workers inherit it
+    try:
+        for adapter, label, share in plan:
+            budget = share * args.budget_seconds
+            print(f"specref demo: conforming {label} on {', '.join(SCENARIOS)} (budget {budget:.0f} s) ...",
+                  flush=True)  # fmt: skip
+            with ProgressBar(label, budget) as bar:
+                report = run(adapter, seed=args.seed, budget_seconds=budget, alpha=args.alpha, scenarios=SCENARIOS,
+                             progress=bar.update)  # fmt: skip
+            spec = impl if adapter is not mutant else f"specref.mutants.bugs:{MUTANT}"
+            reports.append((report, write_report(report, out / label, spec=spec, plots=plots)))
+    finally:
+        torch.set_num_threads(threads)  # a caller in the same process (pytest) keeps its own setting
     return reports
 
 
