@@ -129,8 +129,8 @@ def test_missing_torch_exits_2_naming_the_torch_extra(tmp_path, args):
 
 
 @pytest.mark.exact
-def test_version_and_demo_import_no_torch(tmp_path):
-    code = ("from specref.cli import main\nassert main(['demo', '-n', '50']) == 0\n"
+def test_version_and_worked_cases_import_no_torch(tmp_path):
+    code = ("from specref.cli import main\nassert main(['worked', '-n', '50']) == 0\n"
             "print('torch' in sys.modules)")  # fmt: skip
     result = run_blocked([], code, tmp_path)
     assert result.returncode == 0, result.stderr

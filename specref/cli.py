@@ -9,7 +9,7 @@ from collections import Counter
 from . import __version__
 
 
-def demo(args: argparse.Namespace) -> int:
+def worked(args: argparse.Namespace) -> int:
     """Run the worked cases of specref.worked: the exact law from enumeration beside seeded sampled frequencies."""
     from . import exact, reference, worked
     from .randomness import Sampled
@@ -26,6 +26,13 @@ def demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_demo(sub) -> None:
+    """`specref demo` (specref.demo): the README's first command; like conform, its parser imports no torch."""
+    from .demo import add_parser
+
+    add_parser(sub)
+
+
 def add_conform(sub) -> None:
     """`specref conform` (specref.conformance.cli). Building the parser imports no torch: a missing package is
     reported by the command itself, at once, with the pip command that installs it (specref.extras)."""
@@ -38,10 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="specref", description=__doc__)
     parser.add_argument("--version", action="version", version=f"specref {__version__}")
     sub = parser.add_subparsers(dest="command")
-    p_demo = sub.add_parser("demo", help="the worked cases: exact law against sampled frequencies")
-    p_demo.add_argument("--seed", type=int, default=0)
-    p_demo.add_argument("-n", type=int, default=20000, help="sampled verify steps per case")
-    p_demo.set_defaults(func=demo)
+    add_demo(sub)
+    p_worked = sub.add_parser("worked", help="the worked cases: exact law against sampled frequencies")
+    p_worked.add_argument("--seed", type=int, default=0)
+    p_worked.add_argument("-n", type=int, default=20000, help="sampled verify steps per case")
+    p_worked.set_defaults(func=worked)
     add_conform(sub)
     args = parser.parse_args(argv)
     if args.command is None:
