@@ -127,3 +127,34 @@ def test_chain_adapter_runs_chain_scenarios_only():
 
     names = {s.name for s in scenarios_for_tree(builtin_tree_adapters()["tree-chain-batched"]())}
     assert names == {n for n, s in SCENARIOS.items() if s.chains_only} and "tree_eagle_markov" not in names
+
+
+def _conform(*args, cwd):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    return subprocess.run([sys.executable, "-m", "specref.cli", "conform", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+
+
+def test_cli_lists_runs_and_detects_trees(tmp_path):
+    listing = _conform("--list", cwd=tmp_path)
+    assert listing.returncode == 0 and "  tree-mss " in listing.stdout and "  tree-target-only " in listing.stdout
+    usage = _conform("batched", "--tree", cwd=tmp_path)
+    assert usage.returncode == 2 and "is a chain built-in" in usage.stderr
+    impl = tmp_path / "mine.py"
+    impl.write_text(  # a user's tree verifier, detected by kind = "tree"; it emits the root's argmax: wrong law
+        "import torch\n"
+        "class Mine:\n"
+        "    kind, rule, scheme = 'tree', 'mss', 'iid'\n"
+        "    def verify(self, target_probs, draft_probs, draft_tokens, parents, generator=None):\n"
+        "        return target_probs[:, 0].argmax(-1, keepdim=True)\n"
+        "mine = Mine()\n"
+    )
+    bad = _conform(f"{impl}:mine", "--rows", "300", "--scenarios", "tree_star_cf", "--no-plots", cwd=tmp_path)
+    assert bad.returncode == 1 and "first_token_law[tree_star_cf]" in bad.stdout, bad.stdout + bad.stderr
+    good = _conform("tree-mss", "--rows", "300", "--scenarios", "tree_star_cf", "--no-plots", cwd=tmp_path)
+    assert good.returncode == 0 and "LOSSLESS (DECLARED RULE MSS)" in good.stdout, good.stdout + good.stderr
+    assert (tmp_path / "reports" / "tree-mss" / "report.md").exists()

@@ -142,6 +142,7 @@ class TreeTally:
                     self.examples[name] = {**where, "row": r, "output": tokens[r].tolist(),
                                            "nodes": None if nodes is None else nodes[r].tolist(),
                                            "draft_tokens": batch.draft_tokens[r].tolist(),
+                        "num_draft": int((batch.parents[r] >= 0).sum()),  # real nodes (the report's wording)
                                            "parents": batch.parents[r].tolist()}  # fmt: skip
             good &= ~bad
         if self.scenario.joint:

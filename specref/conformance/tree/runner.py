@@ -88,6 +88,7 @@ def run_tree(
         tally, failure = tallies[s.name], failures.get(s.name)
         report.scenarios[s.name] = {"description": s.description, "scheme": adapter.scheme, "rule": adapter.rule,
                                     "shapes": [repr(shape) for shape in s.shapes], "vocab_size": s.vocab_size,
+                                    "gamma": s.depth,  # the deepest node: the most drafts one cycle can accept
                                     "rows": tally.rows, "rows_per_second": tally.rows / tally.seconds
                                     if tally.seconds else None}  # fmt: skip
         details = (
