@@ -129,21 +129,29 @@ def test_chain_adapter_runs_chain_scenarios_only():
     assert names == {n for n, s in SCENARIOS.items() if s.chains_only} and "tree_eagle_markov" not in names
 
 
-def _conform(*args, cwd):
+def _conform(*args, cwd, capsys):
+    """`specref conform ...` in this process (a subprocess per call costs ~15 s of imports on a loaded machine)."""
     import os
-    import subprocess
-    import sys
 
-    env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    return subprocess.run([sys.executable, "-m", "specref.cli", "conform", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    from specref.cli import main
+
+    here = os.getcwd()
+    os.chdir(cwd)
+    try:
+        code = main(["conform", *args])
+    finally:
+        os.chdir(here)
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
-def test_cli_lists_runs_and_detects_trees(tmp_path):
-    listing = _conform("--list", cwd=tmp_path)
-    assert listing.returncode == 0 and "  tree-mss " in listing.stdout and "  tree-target-only " in listing.stdout
-    usage = _conform("batched", "--tree", cwd=tmp_path)
-    assert usage.returncode == 2 and "is a chain built-in" in usage.stderr
+def test_cli_detects_runs_and_lists_trees(tmp_path, capsys):
+    from specref.conformance.cli import list_builtins
+
+    listing = list_builtins()
+    assert "  tree-mss " in listing and "  tree-target-only " in listing
+    code, _, err = _conform("batched", "--tree", cwd=tmp_path, capsys=capsys)
+    assert code == 2 and "is a chain built-in" in err
     impl = tmp_path / "mine.py"
     impl.write_text(  # a user's tree verifier, detected by kind = "tree"; it emits the root's argmax: wrong law
         "import torch\n"
@@ -153,8 +161,9 @@ def test_cli_lists_runs_and_detects_trees(tmp_path):
         "        return target_probs[:, 0].argmax(-1, keepdim=True)\n"
         "mine = Mine()\n"
     )
-    bad = _conform(f"{impl}:mine", "--rows", "300", "--scenarios", "tree_star_cf", "--no-plots", cwd=tmp_path)
-    assert bad.returncode == 1 and "first_token_law[tree_star_cf]" in bad.stdout, bad.stdout + bad.stderr
-    good = _conform("tree-mss", "--rows", "300", "--scenarios", "tree_star_cf", "--no-plots", cwd=tmp_path)
-    assert good.returncode == 0 and "LOSSLESS (DECLARED RULE MSS)" in good.stdout, good.stdout + good.stderr
+    args = ("--rows", "300", "--scenarios", "tree_star_cf", "--no-plots")
+    code, out, err = _conform(f"{impl}:mine", *args, cwd=tmp_path, capsys=capsys)
+    assert code == 1 and "first_token_law[tree_star_cf]" in out, out + err
+    code, out, err = _conform("tree-mss", *args, cwd=tmp_path, capsys=capsys)
+    assert code == 0 and "LOSSLESS (DECLARED RULE MSS)" in out, out + err
     assert (tmp_path / "reports" / "tree-mss" / "report.md").exists()
