@@ -167,3 +167,16 @@ def test_cli_detects_runs_and_lists_trees(tmp_path, capsys):
     code, out, err = _conform("tree-mss", *args, cwd=tmp_path, capsys=capsys)
     assert code == 0 and "LOSSLESS (DECLARED RULE MSS)" in out, out + err
     assert (tmp_path / "reports" / "tree-mss" / "report.md").exists()
+
+
+def test_coupling_matches_the_reference_and_has_teeth():
+    from dataclasses import replace
+
+    from specref.conformance.tree.mutants import MUTANTS
+
+    good = run_tree(builtin_tree_adapters()["tree-rsd"](), rows=256, scenarios=["tree_star_cf"], budget_seconds=120)
+    coupling = [r for r in good.checks if r.name.startswith("coupling")]
+    assert coupling and coupling[0].passed and coupling[0].n > 0
+    bad = replace(MUTANTS["wrong_parent_row"](), uniforms=True)  # its wrong rows change tokens under fixed uniforms
+    report = run_tree(bad, rows=256, scenarios=["tree_star_cf"], budget_seconds=120)
+    assert "coupling" in report.caught_by()

@@ -9,7 +9,8 @@ A TreeAdapter is an Adapter of kind "tree" with two more declarations:
   nodes   it accepts return_nodes=True and returns the accepted nodes too (the harness then checks the path).
 `rule` names the tree rule it follows (specref.reference.tree.RULES: mss, rsd, target_only, sample_match). The
 harness always passes draft_probs (the parent's draft row per node); rules that do not read it ignore it.
-A declared `uniforms` capability is not used for trees yet.
+With `uniforms` declared it accepts uniforms=[B, N+1] (the coupling convention of `specref.reference.tree`) and
+the harness checks it token for token against the reference engine (check `coupling`).
 
 Built-ins: the batched tree engine under each lossless rule with the scheme the rule assumes, and the batched chain
 verifiers called through `chain_as_tree` (chain-shaped scenarios only).
@@ -51,7 +52,7 @@ class TreeAdapter(Adapter):
             raise ValueError(f"rule={self.rule!r} is not a tree rule; expected one of {RULES}")
 
 
-_TREE_CAPABILITIES = ("dtype", "device", "rule", "scheme", "nodes", "chains_only", "lossy", "notes")
+_TREE_CAPABILITIES = ("dtype", "device", "rule", "scheme", "nodes", "chains_only", "uniforms", "lossy", "notes")
 
 
 def is_tree(obj) -> bool:
@@ -80,7 +81,7 @@ def batched_tree_adapter(rule: str, scheme: str | None = None) -> TreeAdapter:
 
     scheme = scheme or RULE_SCHEMES[rule][0]
     return TreeAdapter(f"tree-{rule.replace('_', '-')}" + ("" if scheme == RULE_SCHEMES[rule][0] else f"-{scheme}"),
-                       verify, rule=rule, scheme=scheme, nodes=True,
+                       verify, rule=rule, scheme=scheme, nodes=True, uniforms=True,
                        notes=f"specref.batched_tree.verify_tree(rule={rule!r}) on {scheme} children")  # fmt: skip
 
 
@@ -88,7 +89,7 @@ def chain_tree_adapter() -> TreeAdapter:
     from ...batched import verify as verify_chain
     from ...tree_contract import chain_as_tree
 
-    return TreeAdapter("tree-chain-batched", chain_as_tree(verify_chain), rule="mss", scheme="iid", nodes=True,
+    return TreeAdapter("tree-chain-batched", chain_as_tree(verify_chain), rule="mss", scheme="iid", nodes=True, uniforms=True,
                        chains_only=True, notes="specref.batched.verify through tree_contract.chain_as_tree "
                        "(chain-shaped trees only)")  # fmt: skip
 

@@ -24,10 +24,11 @@ NO_NODES = -2
 
 
 def packed_adapter(tree: TreeAdapter) -> Adapter:
-    def verify(target_probs, draft_probs, packed, generator=None):
+    def verify(target_probs, draft_probs, packed, generator=None, **kwargs):  # kwargs: uniforms, when declared
         n = packed.shape[1] // 2
         draft_tokens, parents = packed[:, :n], packed[:, n:]
-        kwargs = {"return_nodes": True} if tree.nodes else {}
+        if tree.nodes:
+            kwargs["return_nodes"] = True
         out = tree.verify(target_probs, draft_probs, draft_tokens, parents, generator, **kwargs)
         tokens, nodes = out if tree.nodes else (out, None)
         return _pack(tokens, nodes, packed.shape[0], n)
@@ -69,11 +70,13 @@ class TreeCaller:
     def __exit__(self, *exc) -> None:
         self.caller.close()
 
-    def __call__(self, batch: TreeBatch, generator_seed: int, *, timeout: float, where: dict | None = None):
+    def __call__(self, batch: TreeBatch, generator_seed: int, *, timeout: float, where: dict | None = None,
+                 uniforms: np.ndarray | None = None, dtype: torch.dtype | None = None):  # fmt: skip
         rows, n = batch.draft_tokens.shape
         chain_batch = Batch(batch.target_probs, batch.draft_probs, np.concatenate([batch.draft_tokens, batch.parents],
                             1), np.full(rows, 2 * n), batch.states)  # fmt: skip
-        out, seen, seconds = self.caller(chain_batch, generator_seed, timeout=timeout, where=where)
+        out, seen, seconds = self.caller(chain_batch, generator_seed, timeout=timeout, where=where,
+                                         uniforms=uniforms, dtype=dtype)  # fmt: skip
         tokens, nodes = out[:, : n + 1], out[:, n + 1 :]
         return tokens, (None if (nodes == NO_NODES).all() else nodes), seen, seconds
 

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+import torch
 
 from ...stats import CheckResult, ErrorBudget
 from ..calls import AdapterFailure
@@ -82,6 +83,8 @@ def run_tree(
                     break
             tell(f"{s.name}: {tallies[s.name].rows:,} rows", (i + 1) / len(plan))
         extra = [_reproducibility(caller, plan[0], seed, deadline)] if stopped is None and plan else []
+        if stopped is None and adapter.uniforms and not adapter.lossy:
+            extra.append(_coupling(caller, seed, deadline))
 
     run_checks: list[CheckResult] = []
     for s in plan:
@@ -180,6 +183,50 @@ def _reproducibility(caller, s: TreeScenario, seed: int, deadline: float) -> Che
     same_other = bool((first == other).all())
     return t0_result("reproducibility", differs + int(same_other), 512,
                      {"rows_differing_under_same_seed": differs, "identical_under_other_seed": same_other})  # fmt: skip
+
+
+#: Scenarios of the coupling check (each drafted by the adapter's scheme; chain adapters get the chain ones).
+COUPLING_SCENARIOS = ("tree_chain_markov", "tree_star_cf", "tree_duplicates_cf", "tree_eagle_markov",
+                      "tree_ragged_markov")  # fmt: skip
+COUPLING_ROWS = 128
+
+
+def _coupling(caller, seed: int, deadline: float) -> CheckResult:
+    """Injected uniforms [B, N+1], float64 rows: tokens equal specref.reference.tree's, token for token."""
+    from ...reference.tree import uniforms_rng, verify_tree
+
+    adapter = caller.adapter
+    mismatches, rows, example = 0, 0, None
+    for name in COUPLING_SCENARIOS:
+        s = get(name).given(torch.float64)
+        if adapter.chains_only and not s.chains_only:
+            continue
+        batch = s.inputs(COUPLING_ROWS, seed, "coupling", adapter.scheme)
+        n = s.num_nodes
+        uniforms = np.random.Generator(np.random.PCG64(derive_seed("tree-uniforms", seed, name))).random(
+            (COUPLING_ROWS, n + 1))  # fmt: skip
+        timeout = max(MIN_CALL_TIMEOUT, deadline - time.perf_counter())
+        try:
+            theirs = caller(batch, 0, timeout=timeout, uniforms=uniforms, dtype=torch.float64)[0]
+        except AdapterFailure as failure:
+            return t0_result("coupling", 1, rows, {"error": str(failure)})
+        for b in range(COUPLING_ROWS):
+            ours = verify_tree(
+                batch.target_probs[b].tolist(),
+                batch.draft_probs[b].tolist(),
+                batch.draft_tokens[b].tolist(),
+                batch.parents[b].tolist(),
+                uniforms_rng(adapter.rule, uniforms[b].tolist()),
+                rule=adapter.rule,
+                validate=False,
+            )
+            expected = ours + [-1] * (n + 1 - len(ours))  # fmt: skip
+            if theirs[b].tolist() != expected:
+                mismatches += 1
+                if example is None:
+                    example = {"scenario": name, "row": b, "theirs": theirs[b].tolist(), "reference": expected}
+        rows += COUPLING_ROWS
+    return t0_result("coupling", mismatches, rows, {"example": example})
 
 
 def _why_not_run(tally: TreeTally, failure, stopped) -> str | None:
