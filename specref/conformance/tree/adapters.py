@@ -85,12 +85,22 @@ def batched_tree_adapter(rule: str, scheme: str | None = None) -> TreeAdapter:
                        notes=f"specref.batched_tree.verify_tree(rule={rule!r}) on {scheme} children")  # fmt: skip
 
 
-def chain_tree_adapter() -> TreeAdapter:
-    from ...batched import verify as verify_chain
+def chain_tree_adapter(engine: str = "batched") -> TreeAdapter:
+    """A chain verifier of specref through `chain_as_tree`: 'batched' (specref.batched.verify) or 'reference'
+    (specref.reference.verify per row on float64 lists)."""
     from ...tree_contract import chain_as_tree
 
-    return TreeAdapter("tree-chain-batched", chain_as_tree(verify_chain), rule="mss", scheme="iid", nodes=True, uniforms=True,
-                       chains_only=True, notes="specref.batched.verify through tree_contract.chain_as_tree "
+    if engine == "reference":
+        from ..adapters import reference_adapter
+
+        return TreeAdapter("tree-chain-reference", chain_as_tree(reference_adapter().verify), rule="mss",
+                           scheme="iid", nodes=True, uniforms=True, chains_only=True, dtype=torch.float64,
+                           notes="specref.reference.verify (one row at a time) through tree_contract.chain_as_tree "
+                           "(chain-shaped trees only)")  # fmt: skip
+    from ...batched import verify as verify_chain
+
+    return TreeAdapter("tree-chain-batched", chain_as_tree(verify_chain), rule="mss", scheme="iid", nodes=True,
+                       uniforms=True, chains_only=True, notes="specref.batched.verify through tree_contract.chain_as_tree "
                        "(chain-shaped trees only)")  # fmt: skip
 
 
@@ -103,6 +113,7 @@ def builtin_tree_adapters() -> dict[str, Callable[[], TreeAdapter]]:
         "tree-target-only": lambda: batched_tree_adapter("target_only"),
         "tree-sample-match": lambda: batched_tree_adapter("sample_match"),
         "tree-chain-batched": chain_tree_adapter,
+        "tree-chain-reference": lambda: chain_tree_adapter("reference"),
     }
 
 
