@@ -99,9 +99,16 @@ def chain_tree_adapter(engine: str = "batched") -> TreeAdapter:
                            "(chain-shaped trees only)")  # fmt: skip
     from ...batched import verify as verify_chain
 
-    return TreeAdapter("tree-chain-batched", chain_as_tree(verify_chain), rule="mss", scheme="iid", nodes=True,
-                       uniforms=True, chains_only=True, notes="specref.batched.verify through tree_contract.chain_as_tree "
-                       "(chain-shaped trees only)")  # fmt: skip
+    return TreeAdapter(
+        "tree-chain-batched",
+        chain_as_tree(verify_chain),
+        rule="mss",
+        scheme="iid",
+        nodes=True,
+        uniforms=True,
+        chains_only=True,
+        notes="specref.batched.verify through tree_contract.chain_as_tree (chain-shaped trees only)",
+    )
 
 
 def builtin_tree_adapters() -> dict[str, Callable[[], TreeAdapter]]:
