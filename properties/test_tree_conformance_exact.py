@@ -180,3 +180,27 @@ def test_coupling_matches_the_reference_and_has_teeth():
     bad = replace(MUTANTS["wrong_parent_row"](), uniforms=True)  # its wrong rows change tokens under fixed uniforms
     report = run_tree(bad, rows=256, scenarios=["tree_star_cf"], budget_seconds=120)
     assert "coupling" in report.caught_by()
+
+
+def test_exact_node_acceptance_sums_to_the_accepted_length():
+    from fractions import Fraction
+
+    from specref.conformance.tree.picture import exact_node_acceptance, slot_paths
+    from specref.exact_tree import expected_accepted
+    from specref.theory_tree import deterministic_expected_accepted
+
+    s = get("tree_eagle_markov").given(torch.float64)
+    per_node = exact_node_acceptance(s, 0, "topk", "target_only")
+    assert np.isclose(per_node.sum(), float(expected_accepted(s.cycle_law(0, "topk", "target_only"))))
+    # deterministic tree: E[A] = sum over nodes of the target probability of the node's path (closed form)
+    target, draft = s.models()
+    paths = []
+    for slots in slot_paths(EAGLE):
+        tokens: tuple = ()
+        for rank in slots:
+            q = draft(tokens)
+            tokens += (sorted((y for y in range(s.vocab_size) if q[y] > 0), key=lambda y: (-q[y], y))[rank],)
+        paths.append(tokens)
+    closed = deterministic_expected_accepted(target, (), paths)
+    assert isinstance(closed, Fraction)
+    assert np.isclose(per_node.sum(), float(closed))

@@ -163,6 +163,10 @@ def run_and_report(adapter, *, spec, out_dir, json_file=None, seed=0, budget_sec
             report = run(adapter, seed=seed, budget_seconds=budget_seconds, alpha=alpha, scenarios=scenarios,
                          progress=bar.update, **extra)  # fmt: skip
         paths = write_report(report, out_dir, spec=spec, plots=plots)
+        if plots and is_tree(adapter):
+            from .tree.picture import add_to_report
+
+            add_to_report(report, paths)
     except Exception:  # noqa: BLE001 -- the adapter's own failures are verdicts inside run(); this is specref's bug
         traceback.print_exc()
         print("specref conform: internal error: the harness failed, which is a bug in specref, not a verdict on "

@@ -127,6 +127,8 @@ class TreeTally:
         self.first = np.zeros(sc.vocab_size, dtype=np.int64)
         self.length = np.zeros((len(sc.shapes), sc.num_nodes + 1), dtype=np.int64)  # [shape, A]
         self.last: dict = defaultdict(lambda: np.zeros(sc.vocab_size, dtype=np.int64))  # (shape, prefix) -> [V]
+        self.node_hits = np.zeros(sc.num_nodes, dtype=np.int64)  # single-shape scenarios: node i accepted (picture)
+        self.node_rows = 0
 
     def add(self, batch: TreeBatch, tokens: np.ndarray, nodes, seen, where: dict) -> np.ndarray:
         """T0-check one call and count it; returns the [B] mask of rows that passed T0."""
@@ -150,6 +152,10 @@ class TreeTally:
         ok = np.flatnonzero(good)
         np.add.at(self.first, tokens[ok, 0], 1)
         np.add.at(self.length, (batch.shape_index[ok], accepted[ok]), 1)
+        if nodes is not None and len(self.scenario.shapes) == 1:
+            picked = nodes[ok]
+            np.add.at(self.node_hits, picked[picked > 0] - 1, 1)
+            self.node_rows += ok.size
         keys = np.concatenate([batch.shape_index[ok, None], accepted[ok, None], np.where(
             np.arange(tokens.shape[1])[None] < accepted[ok, None], tokens[ok], -1)], 1)  # fmt: skip
         last = tokens[ok, accepted[ok]]

@@ -29,6 +29,7 @@ from ..runner import MIN_CALL_TIMEOUT, derive_seed
 from .adapters import TreeAdapter, as_tree_adapter
 from .calls import TreeCaller
 from .checks import JOINT_TOKENS, T0_CHECKS, TreeTally, tree_t0
+from .picture import series_for
 from .scenarios import SCENARIOS, TreeScenario, get
 
 MAX_ROWS = 200_000
@@ -101,6 +102,9 @@ def run_tree(
         )
         if failure is not None or tally.rows:
             run_checks.append(t0_result(f"adapter[{s.name}]", int(failure is not None), tally.rows, details))
+        picture = series_for(tally, adapter.scheme, adapter.rule) if failure is None else None
+        if picture is not None:
+            report.scenarios[s.name]["node_acceptance"] = picture
         tested, skipped = planned[s.name]
         if tally.rows:
             report.add_t0(s.name, tally.t0_results())
