@@ -3,6 +3,7 @@
     specref conform IMPL [--seed N] [--budget-seconds S] [--report DIR] [--json FILE]
     specref conform --list
     specref conform IMPL --rows N --shard K/N --report DIR      then   specref merge DIR... [--out DIR]
+    specref conform IMPL --tree      (a verifier of the tree contract; detected for built-ins and kind="tree")
 
 IMPL is a built-in name (`specref conform --list`), `package.module:attr` or `path/to/file.py:attr`; the attribute
 (dotted paths allowed) is a verify function or an adapter object declaring its capabilities. Exit codes: 0
@@ -75,6 +76,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--no-plots", action="store_true", help="extension: write no PNG plots")
     p.add_argument("--shard", metavar="K/N", help="extension: run only the K-th (0-based) of N disjoint parts of the "
                    "run (needs --rows); merge the N report folders with `specref merge`")  # fmt: skip
+    p.add_argument("--tree", action="store_true",
+                   help="IMPL verifies trees (specref.tree_contract): run the tree harness; detected without this "
+                   "flag for tree built-ins and adapters declaring kind='tree'")  # fmt: skip
     p.set_defaults(func=conform)
     add_merge_parser(sub)
     return p
@@ -113,7 +117,7 @@ def conform(args: argparse.Namespace) -> int:
         if args.shard is not None:
             _check_shard(args.shard, args.rows)
         require(f"IMPL={args.impl!r}", *adapter_requirements(args.impl))  # before torch is imported
-        adapter, label = resolve(args.impl)
+        adapter, label = resolve(args.impl, tree=getattr(args, "tree", False))
         if args.shard is not None and not hasattr(adapter, "verify"):
             raise UsageError(f"--shard={args.shard!r} applies to verify-level adapters; run pipelines unsharded")
         scenarios = select_scenarios(adapter, args.scenarios)
@@ -195,6 +199,10 @@ def run_and_report(adapter, *, spec, out_dir, json_file=None, seed=0, budget_sec
                    scenarios=None, rows=None, plots=True, stream=None, shard=None) -> int:  # fmt: skip
     """Run, write the report folder, print a compact summary; returns the exit code."""
     from . import run
+    from .tree import is_tree, run_tree
+
+    if is_tree(adapter):
+        run = run_tree
 
     stream = stream or (sys.stderr if json_file == "-" else sys.stdout)  # stdout keeps pure JSON with --json -
     extra = {} if rows is None else {"rows": rows}
@@ -223,6 +231,10 @@ def _write_and_tell(report, out_dir, spec, json_file, *, plots, stream) -> int:
 
     try:
         paths = write_report(report, out_dir, spec=spec, plots=plots)
+        if plots and any("node_acceptance" in s for s in report.scenarios.values()):  # a tree run
+            from .tree.picture import add_to_report
+
+            add_to_report(report, paths)
     except Exception:  # noqa: BLE001 -- writing the report is specref's own job
         return _internal_error(spec)
     if json_file == "-":
@@ -261,6 +273,12 @@ def list_builtins() -> str:
         if name not in builtins and absent:
             lines.append(f"  {name:<28} (needs {', '.join(r.module for r in absent)}: "
                          f"{' && '.join(dict.fromkeys(r.install for r in absent))})")  # fmt: skip
+    from .tree import builtin_tree_adapters
+
+    lines.append("tree verifiers (specref conform NAME; the tree contract, specref.tree_contract):")
+    for name, factory in builtin_tree_adapters().items():
+        adapter = factory()
+        lines.append(f"  {name:<28} {adapter.notes} [tree, rule {adapter.rule}, {adapter.scheme} children]")
     lines.append("Real engines (vllm, vllm-generate, llama-cpp-generate, mlx-lm-generate; flashinfer and sglang on "
                  "CUDA) are listed only where their package imports: see specref.conformance.peers.PEERS.")  # fmt: skip
     return "\n".join(lines)
@@ -269,12 +287,19 @@ def list_builtins() -> str:
 # --- resolving IMPL ------------------------------------------------------------------------------------------------
 
 
-def resolve(spec: str):
-    """(Adapter, report-folder label) for IMPL; raises UsageError with a clear message."""
+def resolve(spec: str, tree: bool = False):
+    """(Adapter, report-folder label) for IMPL; raises UsageError with a clear message. tree: IMPL is a tree
+    verifier (also detected for the tree built-ins and for objects declaring kind='tree')."""
     from .adapters import Adapter, as_adapter, builtin_adapters
+    from .tree import as_tree_adapter, builtin_tree_adapters, is_tree
 
+    trees = builtin_tree_adapters()
+    if spec in trees:
+        return trees[spec](), spec
     builtins = builtin_adapters()
     if spec in builtins:
+        if tree:
+            raise UsageError(f"IMPL={spec!r} is a chain built-in; --tree takes a tree verifier ({', '.join(trees)})")
         return builtins[spec](), spec
     if ":" not in spec:
         raise UsageError(f"IMPL={spec!r} is not a built-in ({', '.join(builtins)}) and has no ':attr' part; use "
@@ -294,10 +319,10 @@ def resolve(spec: str):
     if getattr(obj, "kind", None) == "pipeline" and not hasattr(obj, "verify"):  # whole pipelines: run() knows them
         return obj, re.sub(r"[^A-Za-z0-9_.-]+", "-", getattr(obj, "name", f"{stem}.{attr}"))
     try:
-        adapter = as_adapter(obj)
+        adapter = as_tree_adapter(obj) if tree or is_tree(obj) else as_adapter(obj)
     except ValueError as error:
         raise UsageError(f"IMPL={spec!r}: {error}") from None
-    _check_signature(adapter.verify, spec)
+    _check_signature(adapter.verify, spec, arity=5 if is_tree(adapter) else 4)
     label = adapter.name if adapter.name not in (attr, "verify", "function") else f"{stem}.{attr}"
     return adapter, re.sub(r"[^A-Za-z0-9_.-]+", "-", label)
 
@@ -329,16 +354,17 @@ def _load_file(path: str):
     return module
 
 
-def _check_signature(verify, spec: str) -> None:
+def _check_signature(verify, spec: str, arity: int = 4) -> None:
     try:
         signature = inspect.signature(verify)
     except (TypeError, ValueError):
         return  # builtins and C extensions: let the calls tell
     try:
-        signature.bind(None, None, None, None)
+        signature.bind(*[None] * arity)
     except TypeError:
+        call = "draft_tokens, parents, generator" if arity == 5 else "draft_tokens, generator"
         raise UsageError(f"IMPL={spec!r}: its verify{signature} cannot be called as verify(target_probs, "
-                         "draft_probs, draft_tokens, generator); a factory must be called first") from None  # fmt: skip
+                         f"draft_probs, {call}); a factory must be called first") from None  # fmt: skip
 
 
 def select_scenarios(adapter, names: str | None) -> list[str] | None:
@@ -347,6 +373,21 @@ def select_scenarios(adapter, names: str | None) -> list[str] | None:
         return None
     if not hasattr(adapter, "verify"):
         raise UsageError("--scenarios applies to verify-level adapters, not to pipelines")
+    from .tree import is_tree
+
+    if is_tree(adapter):
+        from .tree.runner import scenarios_for_tree
+        from .tree.scenarios import SCENARIOS as TREE_SCENARIOS
+
+        wanted = [n.strip() for n in names.split(",") if n.strip()]
+        allowed = {s.name for s in scenarios_for_tree(adapter)}
+        for name in wanted:
+            if name not in allowed:
+                raise UsageError(f"--scenarios: {name!r} is not a tree scenario {adapter.name!r} can run; known: "
+                                 f"{', '.join(TREE_SCENARIOS)}")  # fmt: skip
+        if not wanted:
+            raise UsageError("--scenarios is empty")
+        return wanted
     from .runner import scenarios_for
     from .scenarios import SCENARIOS
 

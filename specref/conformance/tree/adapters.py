@@ -1,0 +1,128 @@
+"""Tree adapters: verifiers of the tree contract (`specref.tree_contract`), with the capabilities they declare.
+
+    verify(target_probs [B, N+1, V], draft_probs [B, N, V], draft_tokens [B, N], parents [B, N], generator,
+           **capability_kwargs) -> tokens [B, D+1] int64 (-1 padded), or (tokens, nodes [B, D]) with `nodes`
+
+A TreeAdapter is an Adapter of kind "tree" with two more declarations:
+  scheme  how the harness drafts the children it verifies: "iid" (with replacement), "without_replacement",
+          "dedup" (i.i.d. draws merged in order of first occurrence) or "topk" (deterministic);
+  nodes   it accepts return_nodes=True and returns the accepted nodes too (the harness then checks the path).
+`rule` names the tree rule it follows (specref.reference.tree.RULES: mss, rsd, target_only, sample_match). The
+harness always passes draft_probs (the parent's draft row per node); rules that do not read it ignore it.
+With `uniforms` declared it accepts uniforms=[B, N+1] (the coupling convention of `specref.reference.tree`) and
+the harness checks it token for token against the reference engine (check `coupling`).
+
+Built-ins: the batched tree engine under each lossless rule with the scheme the rule assumes, and the batched chain
+verifiers called through `chain_as_tree` (chain-shaped scenarios only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import torch
+
+from ...reference.tree import RULES
+from ..adapters import Adapter
+from .scenarios import SCHEMES
+
+#: The drafting scheme each lossless tree rule assumes (specref.reference.tree).
+RULE_SCHEMES = {
+    "mss": ("iid",),
+    "rsd": ("without_replacement", "dedup"),
+    "target_only": ("topk", "without_replacement", "dedup"),
+    "sample_match": SCHEMES,
+}
+
+
+@dataclass
+class TreeAdapter(Adapter):
+    kind: str = "tree"
+    rule: str = "mss"
+    scheme: str = "iid"
+    nodes: bool = False  # accepts return_nodes=True
+    chains_only: bool = False  # accepts chain-shaped trees only (a chain verifier through chain_as_tree)
+    expected_conforming: bool = True  # False for the mutants (a deliberate bug)
+
+    def __post_init__(self):
+        if self.scheme not in SCHEMES:
+            raise ValueError(f"scheme={self.scheme!r}; expected one of {SCHEMES}")
+        if self.rule not in RULES:
+            raise ValueError(f"rule={self.rule!r} is not a tree rule; expected one of {RULES}")
+
+
+_TREE_CAPABILITIES = ("dtype", "device", "rule", "scheme", "nodes", "chains_only", "uniforms", "lossy", "notes")
+
+
+def is_tree(obj) -> bool:
+    return isinstance(obj, TreeAdapter) or getattr(obj, "kind", None) == "tree"
+
+
+def as_tree_adapter(obj, name: str | None = None) -> TreeAdapter:
+    """A TreeAdapter passes through; an object with `verify` is wrapped with the capabilities it declares; a plain
+    verify function gets the defaults (rule mss, scheme iid, no nodes)."""
+    if isinstance(obj, TreeAdapter):
+        return obj if name is None else replace(obj, name=name)
+    verify = getattr(obj, "verify", None)
+    if callable(verify):
+        declared = {f: getattr(obj, f) for f in _TREE_CAPABILITIES if hasattr(obj, f)}
+        return TreeAdapter(name=name or str(getattr(obj, "name", type(obj).__name__)), verify=verify, **declared)
+    if callable(obj):
+        return TreeAdapter(name=name or getattr(obj, "__name__", "verify_tree"), verify=obj)
+    raise ValueError(f"obj={obj!r} is neither a verify_tree function, a TreeAdapter, nor an object with verify")
+
+
+def batched_tree_adapter(rule: str, scheme: str | None = None) -> TreeAdapter:
+    from ...batched.tree import verify_tree
+
+    def verify(target_probs, draft_probs, draft_tokens, parents, generator=None, **kwargs):
+        return verify_tree(target_probs, draft_probs, draft_tokens, parents, generator, rule=rule, **kwargs)
+
+    scheme = scheme or RULE_SCHEMES[rule][0]
+    return TreeAdapter(f"tree-{rule.replace('_', '-')}" + ("" if scheme == RULE_SCHEMES[rule][0] else f"-{scheme}"),
+                       verify, rule=rule, scheme=scheme, nodes=True, uniforms=True,
+                       notes=f"specref.batched.tree.verify_tree(rule={rule!r}) on {scheme} children")  # fmt: skip
+
+
+def chain_tree_adapter(engine: str = "batched") -> TreeAdapter:
+    """A chain verifier of specref through `chain_as_tree`: 'batched' (specref.batched.verify) or 'reference'
+    (specref.reference.verify per row on float64 lists)."""
+    from ...tree_contract import chain_as_tree
+
+    if engine == "reference":
+        from ..adapters import reference_adapter
+
+        return TreeAdapter("tree-chain-reference", chain_as_tree(reference_adapter().verify), rule="mss",
+                           scheme="iid", nodes=True, uniforms=True, chains_only=True, dtype=torch.float64,
+                           notes="specref.reference.verify (one row at a time) through tree_contract.chain_as_tree "
+                           "(chain-shaped trees only)")  # fmt: skip
+    from ...batched import verify as verify_chain
+
+    return TreeAdapter(
+        "tree-chain-batched",
+        chain_as_tree(verify_chain),
+        rule="mss",
+        scheme="iid",
+        nodes=True,
+        uniforms=True,
+        chains_only=True,
+        notes="specref.batched.verify through tree_contract.chain_as_tree (chain-shaped trees only)",
+    )
+
+
+def builtin_tree_adapters() -> dict[str, Callable[[], TreeAdapter]]:
+    """name -> factory of the tree built-ins."""
+    return {
+        "tree-mss": lambda: batched_tree_adapter("mss"),
+        "tree-rsd": lambda: batched_tree_adapter("rsd"),
+        "tree-rsd-dedup": lambda: batched_tree_adapter("rsd", "dedup"),
+        "tree-target-only": lambda: batched_tree_adapter("target_only"),
+        "tree-sample-match": lambda: batched_tree_adapter("sample_match"),
+        "tree-chain-batched": chain_tree_adapter,
+        "tree-chain-reference": lambda: chain_tree_adapter("reference"),
+    }
+
+
+def with_dtype(adapter: TreeAdapter, dtype: torch.dtype) -> TreeAdapter:
+    return replace(adapter, dtype=dtype)

@@ -1,0 +1,266 @@
+"""Tree checks: T0 invariants on every call, and counts for the statistical checks, with their exact expected laws.
+
+T0 (certain; a single violation fails, no alpha):
+  t0_valid_ids          every entry is -1 or a token id in [0, V)
+  t0_padding            1..depth+1 tokens, left-aligned, then -1 (depth: the row's deepest node)
+  t0_root_to_node       the returned accepted nodes are a root-to-node path, one per accepted token (adapters
+                        declaring `nodes`; otherwise not tested)
+  t0_prefix_is_drafts   the emitted tokens before the last are the drafts of a root-to-node path (the returned one;
+                        without nodes, some path of the tree, found by matching tokens level by level)
+  t0_zero_prob_emitted  no emitted token has target probability 0 in its context (a law check)
+T2 (alpha from the run's budget), per scenario, against laws computed exactly (specref.exact_tree on the rows as
+given, as fractions), never simulated:
+  first_token_law       the first emitted token follows P at the root (law)
+  joint_law             the first 3 tokens over repeated tree cycles follow the target's law (law; joint scenarios)
+  depth_acceptance      P(the walk accepts a node at depth d | it reached depth d - 1), per (shape, depth), exact
+                        binomial per position (rule)
+  accepted_length_law   the law of the number of accepted drafts, per shape (rule)
+  correction_law        the last token (correction or bonus) given the accepted path's tokens, per shape: the law
+                        of what is emitted at the node where the walk stopped (rule)
+Rows that break a T0 check are left out of the T2 counts.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...reference.drafting import shape_depth
+from ...stats import CheckResult, binomial_positions, chisquare_gof, chisquare_strata
+from .. import plan
+from ..checks import t0_result
+from .scenarios import TreeBatch, TreeScenario
+
+LAW, RULE, CONTRACT = plan.LAW, plan.RULE, plan.CONTRACT
+T0_CHECKS = ("t0_valid_ids", "t0_padding", "t0_root_to_node", "t0_prefix_is_drafts", "t0_zero_prob_emitted")
+JOINT_TOKENS = 3
+
+TREE_FAMILY = {"t0_root_to_node": CONTRACT, "depth_acceptance": RULE}
+TREE_DESCRIPTIONS = {
+    "t0_root_to_node": "the accepted nodes returned form a root-to-node path, one per accepted token",
+    "depth_acceptance": "P(accept at depth d | reached depth d-1) equals the rule's exact rate, per shape and depth",
+}
+# Register the tree kinds with the shared report vocabulary (families decide the verdict's order; descriptions
+# label the checks in reports).
+plan.FAMILY.update(TREE_FAMILY)
+plan.DESCRIPTIONS.update(TREE_DESCRIPTIONS)
+
+
+def family_of(kind: str) -> str:
+    return plan.family_of(kind)
+
+
+def tree_t0(batch: TreeBatch, tokens: np.ndarray, nodes: np.ndarray | None, target_seen: np.ndarray, vocab: int):
+    """({check: [B] rows that break it}, accepted count A [B], the node where the walk stopped [B])."""
+    rows, n = batch.draft_tokens.shape
+    every = np.arange(rows)
+    emitted = tokens >= 0
+    ok_ids = ((~emitted & (tokens == -1)) | (emitted & (tokens < vocab))).all(1)
+    k = emitted.cumprod(1).sum(1)
+    real = np.concatenate([np.ones((rows, 1), bool), batch.parents >= 0], 1)
+    depth = _depths(batch.parents)
+    ok_pad = (emitted.sum(1) == k) & (k >= 1) & (k <= depth.max(1) + 1)
+    accepted = np.clip(k - 1, 0, n)
+    safe = np.where(emitted & (tokens < vocab), tokens, 0)
+    parent_of = np.concatenate([np.full((rows, 1), -1), batch.parents], 1)  # [B, N+1]
+    node_token = np.concatenate([np.full((rows, 1), -1), batch.draft_tokens], 1)
+    path = np.zeros((rows, n + 1), dtype=np.int64)  # path[:, j]: the node at depth j (root at 0)
+    bad_path = np.zeros(rows, bool)
+    bad_prefix = np.zeros(rows, bool)
+    if nodes is not None:
+        listed = (nodes >= 0).sum(1)
+        bad_path |= listed != accepted
+        for j in range(n):
+            here = j < accepted
+            node = np.where(here, nodes[:, j], 0)
+            inside = (node >= 1) & (node <= n)
+            node = np.where(inside, node, 0)
+            bad_path |= here & (~inside | ~real[every, node] | (parent_of[every, node] != path[:, j]))
+            path[:, j + 1] = np.where(here, node, 0)
+            bad_prefix |= here & inside & (node_token[every, node] != tokens[:, j])
+    else:  # infer: the set of nodes whose root path spells the emitted prefix, level by level
+        reach = np.zeros((rows, n + 1), bool)
+        reach[:, 0] = True
+        for j in range(n):
+            here = j < accepted
+            step = real & (node_token == safe[:, j : j + 1]) & reach[every[:, None], np.maximum(parent_of, 0)]
+            step[:, 0] = False
+            step &= here[:, None]
+            found = step.any(1)
+            bad_prefix |= here & ~found
+            path[:, j + 1] = np.where(here & found, step.argmax(1), 0)
+            reach = np.where(here[:, None], step, reach)
+    # the context of emitted token j is the node at depth j of the path (any matching node: same token path)
+    p_at = target_seen[every[:, None], path, safe[:, : n + 1]]  # [B, N+1]
+    zero = (emitted & (p_at <= 0)).any(1)
+    stop = path[every, accepted]
+    checks = {"t0_valid_ids": ~ok_ids, "t0_padding": ~ok_pad, "t0_root_to_node": bad_path,
+              "t0_prefix_is_drafts": bad_prefix, "t0_zero_prob_emitted": zero}  # fmt: skip
+    return checks, accepted, stop
+
+
+def _depths(parents: np.ndarray) -> np.ndarray:
+    rows, n = parents.shape
+    depth = np.zeros((rows, n + 1), dtype=np.int64)
+    for i in range(1, n + 1):  # parents come before children
+        p = parents[:, i - 1]
+        depth[:, i] = np.where(p >= 0, depth[np.arange(rows), np.maximum(p, 0)] + 1, 0)
+    return depth
+
+
+@dataclass
+class TreeTally:
+    scenario: TreeScenario
+    scheme: str
+    rule: str
+    nodes_declared: bool = False
+    rows: int = 0
+    seconds: float = 0.0
+    violations: dict = field(default_factory=lambda: {name: 0 for name in T0_CHECKS})
+    examples: dict = field(default_factory=dict)
+    joint: np.ndarray | None = None
+
+    def __post_init__(self):
+        sc = self.scenario
+        self.first = np.zeros(sc.vocab_size, dtype=np.int64)
+        self.length = np.zeros((len(sc.shapes), sc.num_nodes + 1), dtype=np.int64)  # [shape, A]
+        self.last: dict = defaultdict(lambda: np.zeros(sc.vocab_size, dtype=np.int64))  # (shape, prefix) -> [V]
+        self.node_hits = np.zeros(sc.num_nodes, dtype=np.int64)  # single-shape scenarios: node i accepted (picture)
+        self.node_rows = 0
+
+    def add(self, batch: TreeBatch, tokens: np.ndarray, nodes, seen, where: dict) -> np.ndarray:
+        """T0-check one call and count it; returns the [B] mask of rows that passed T0."""
+        self.rows += len(tokens)
+        checks, accepted, _ = tree_t0(batch, tokens, nodes, seen[0], self.scenario.vocab_size)
+        good = np.ones(len(tokens), bool)
+        for name, bad in checks.items():  # each row is charged to the first check it breaks
+            hits = good & bad
+            if hits.any():
+                self.violations[name] += int(hits.sum())
+                if name not in self.examples:
+                    r = int(np.flatnonzero(hits)[0])
+                    self.examples[name] = {**where, "row": r, "output": tokens[r].tolist(),
+                                           "nodes": None if nodes is None else nodes[r].tolist(),
+                                           "draft_tokens": batch.draft_tokens[r].tolist(),
+                        "num_draft": int((batch.parents[r] >= 0).sum()),  # real nodes (the report's wording)
+                                           "parents": batch.parents[r].tolist()}  # fmt: skip
+            good &= ~bad
+        if self.scenario.joint:
+            return good
+        ok = np.flatnonzero(good)
+        np.add.at(self.first, tokens[ok, 0], 1)
+        np.add.at(self.length, (batch.shape_index[ok], accepted[ok]), 1)
+        if nodes is not None and len(self.scenario.shapes) == 1:
+            picked = nodes[ok]
+            np.add.at(self.node_hits, picked[picked > 0] - 1, 1)
+            self.node_rows += ok.size
+        keys = np.concatenate([batch.shape_index[ok, None], accepted[ok, None], np.where(
+            np.arange(tokens.shape[1])[None] < accepted[ok, None], tokens[ok], -1)], 1)  # fmt: skip
+        last = tokens[ok, accepted[ok]]
+        unique, inverse = np.unique(keys, axis=0, return_inverse=True)
+        counts = np.zeros((len(unique), self.scenario.vocab_size), dtype=np.int64)
+        np.add.at(counts, (inverse.ravel(), last), 1)
+        for key, row in zip(map(tuple, unique.tolist()), counts):
+            shape, a = key[0], key[1]
+            self.last[(shape, tuple(key[2 : 2 + a]))] += row
+        return good
+
+    def t0_results(self) -> list[CheckResult]:
+        out = []
+        for name in T0_CHECKS:
+            if name == "t0_root_to_node" and not self.nodes_declared:
+                continue
+            out.append(t0_result(name, self.violations[name], self.rows,
+                                 {"example": self.examples.get(name), "family": family_of(name)}))  # fmt: skip
+        return out
+
+    # --- expected laws, exact ---------------------------------------------------------------------------------------
+
+    def _laws(self):
+        sc = self.scenario
+        return [sc.cycle_law(k, self.scheme, self.rule) for k in range(len(sc.shapes))]
+
+    def expected_length(self) -> np.ndarray:
+        """[shapes, N+1] P(A = a) per shape."""
+        out = np.zeros(self.length.shape)
+        for k, law in enumerate(self._laws()):
+            for seq, prob in law.items():
+                out[k, len(seq) - 1] += float(prob)
+        return out
+
+    def hazards(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per (shape, depth d >= 1): (accepted at d, reached d-1, exact P(A >= d | A >= d-1)), flattened."""
+        law = self.expected_length()
+        tail = law[:, ::-1].cumsum(1)[:, ::-1]  # P(A >= a)
+        successes, trials, rates = [], [], []
+        for k, shape in enumerate(self.scenario.shapes):
+            for d in range(1, shape_depth(shape) + 1):
+                successes.append(int(self.length[k, d:].sum()))
+                trials.append(int(self.length[k, d - 1 :].sum()))
+                rates.append(float(min(1.0, tail[k, d] / tail[k, d - 1])) if tail[k, d - 1] > 0 else 0.0)
+        return np.array(successes), np.array(trials), np.clip(np.array(rates), 0.0, 1.0)
+
+    def expected_last(self) -> dict:
+        """(shape, accepted prefix) -> [V] law of the last token given the prefix, for every possible prefix."""
+        out: dict = {}
+        v = self.scenario.vocab_size
+        for k, law in enumerate(self._laws()):
+            for seq, prob in law.items():
+                key = (k, tuple(seq[:-1]))
+                out.setdefault(key, np.zeros(v))[seq[-1]] += float(prob)
+        return {key: row / row.sum() for key, row in out.items()}
+
+    # --- results ----------------------------------------------------------------------------------------------------
+
+    def t2(self, kind: str, alpha: float) -> CheckResult:
+        sc = self.scenario
+        name = f"{kind}[{sc.name}]"
+        if kind == "first_token_law":
+            result = chisquare_gof(self.first, sc.target[sc.start], alpha=alpha, name=name)
+        elif kind == "accepted_length_law":
+            result = chisquare_strata(self.length, self.expected_length(), alpha=alpha, name=name)
+        elif kind == "depth_acceptance":
+            successes, trials, rates = self.hazards()
+            result = binomial_positions(successes, trials, rates, alpha=alpha, name=name)
+        elif kind == "correction_law":
+            expected = self.expected_last()
+            keys = sorted(self.last, key=str)
+            observed = np.stack([self.last[key] for key in keys])
+            law = np.stack([expected.get(key, np.zeros(sc.vocab_size)) for key in keys])  # unseen prefix: impossible
+            result = chisquare_strata(observed, law, alpha=alpha, name=name)
+        elif kind == "joint_law":
+            counts = self.joint if self.joint is not None else np.zeros(sc.vocab_size**JOINT_TOKENS, dtype=np.int64)
+            result = chisquare_gof(counts, sc.sequence_law(JOINT_TOKENS), alpha=alpha, name=name)
+        else:
+            raise ValueError(f"kind={kind!r} is not a tree check")
+        result.details["family"] = family_of(kind)
+        return result
+
+    def planned(self) -> tuple[list[str], dict[str, str]]:
+        """(checks that test, {check: why it cannot fail}), from the exact laws alone (before any data)."""
+        sc, tested, skipped = self.scenario, [], {}
+        if sc.joint:
+            return ["joint_law"], {}
+        if (sc.target[sc.start] > 0).sum() > 1:
+            tested.append("first_token_law")
+        else:
+            skipped["first_token_law"] = "implied by T0 (t0_zero_prob_emitted: the root's target row is one-hot)"
+        _, _, rates = self.hazards()
+        if ((rates > 0) & (rates < 1)).any():
+            tested.append("depth_acceptance")
+        else:
+            skipped["depth_acceptance"] = "not tested: every depth's acceptance is certain (0 or 1)"
+        length = self.expected_length()
+        if sc.depth == 1:
+            skipped["accepted_length_law"] = "same statistic as depth_acceptance (depth 1)"
+        elif ((length > 0).sum(1) > 1).any():
+            tested.append("accepted_length_law")
+        else:
+            skipped["accepted_length_law"] = "not tested: the accepted count is certain"
+        if any((row > 0).sum() > 1 for row in self.expected_last().values()):
+            tested.append("correction_law")
+        else:
+            skipped["correction_law"] = "not tested: every last token is certain given its prefix"
+        return tested, skipped

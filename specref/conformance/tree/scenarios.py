@@ -1,0 +1,258 @@
+"""Tree scenarios: the harness builds the trees and drafts the children itself, by the adapter's drafting scheme.
+
+A tree scenario is a model -- the state machine of `specref.conformance.scenarios` (a target row P[s] and a draft
+row Q[s] per state, and the state after each token) -- and one or more tree shapes (nested tuples, as in
+`specref.reference.drafting`). Each row picks one of the shapes (several shapes: ragged trees across the batch,
+padded to the widest with parent -1). Nodes are laid out breadth first, siblings in draw order; node i's children
+are drafted from Q at node i's state by the scheme:
+
+  iid                  independent draws (duplicates stay separate nodes);
+  without_replacement  each sibling drawn from Q without the earlier siblings' tokens, renormalised;
+  dedup                independent draws merged in order of first occurrence (a repeat and its subtree are padding);
+  topk                 the K likeliest tokens of Q (ties to the smaller id), no randomness.
+
+Every node's draft row is Q at its parent's state (the law it was drawn from, before masking), given for every
+scheme; target_probs[:, j] is P at node j's state. The exact law of one cycle under a rule comes from
+`specref.exact_tree.tree_cycle_law` on the same rows as fractions: drafting here has the reference's law.
+Every batch is a pure function of (scenario, scheme, seed, chunk, start states).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+
+import numpy as np
+import torch
+
+from ...reference.drafting import chain_shape, shape_depth, shape_size
+from ..precision import as_given
+from ..scenarios import _dense, _normalise, _peaked, _rng
+
+SCHEMES = ("iid", "without_replacement", "dedup", "topk")
+
+
+@dataclass
+class TreeBatch:
+    """One verify_tree call's inputs (float64; the caller casts to the adapter's dtype)."""
+
+    target_probs: np.ndarray  # [B, N+1, V]
+    draft_probs: np.ndarray  # [B, N, V]
+    draft_tokens: np.ndarray  # [B, N] int64, -1 on padding nodes
+    parents: np.ndarray  # [B, N] int64, -1 on padding nodes
+    states: np.ndarray  # [B, N+1] state at each node (padding: 0)
+    shape_index: np.ndarray  # [B] which of the scenario's shapes the row drafted
+
+
+def layout(shape) -> list[int]:
+    """Parents [N] of a shape laid out breadth first (siblings in order): the node order of `draft_tree`."""
+    parents, frontier = [], [(0, shape)]
+    while frontier:
+        nxt = []
+        for node, node_shape in frontier:
+            for child in node_shape:
+                parents.append(node)
+                nxt.append((len(parents), child))
+        frontier = nxt
+    return parents
+
+
+@dataclass
+class TreeScenario:
+    name: str
+    description: str
+    target: np.ndarray  # [S, V] P[s]
+    draft: np.ndarray  # [S, V] Q[s]
+    next_state: np.ndarray  # [S, V]
+    shapes: tuple  # tree shapes; a row draws one uniformly (ragged when more than one)
+    start: int = 0
+    context_free: bool = True
+    joint: bool = False  # the joint-law scenario: first JOINT_TOKENS tokens over repeated cycles
+    rows_per_call: int = 4096
+    dtype: torch.dtype = torch.float64
+    _given: dict = field(default_factory=dict, repr=False, compare=False)
+    _laws: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.target.shape[1]
+
+    @property
+    def num_nodes(self) -> int:
+        return max(shape_size(s) for s in self.shapes)
+
+    @property
+    def depth(self) -> int:
+        return max(shape_depth(s) for s in self.shapes)
+
+    @property
+    def chains_only(self) -> bool:
+        return all(s == chain_shape(shape_depth(s)) for s in self.shapes)
+
+    def given(self, dtype: torch.dtype) -> TreeScenario:
+        """The scenario as a `dtype` verifier is given it (rows exact in dtype, summing to exactly 1)."""
+        if dtype not in self._given:
+            self._given[dtype] = replace(self, target=as_given(self.target, dtype), draft=as_given(self.draft, dtype),
+                                         dtype=dtype, _given={}, _laws={})  # fmt: skip
+        return self._given[dtype]
+
+    # --- exact laws -----------------------------------------------------------------------------------------------
+
+    def models(self):
+        """(target, draft) as functions of a context (token tuple from the start state) returning Fraction rows."""
+        target = [[Fraction(float(x)) for x in row] for row in self.target]
+        draft = [[Fraction(float(x)) for x in row] for row in self.draft]
+
+        def state(context):
+            s = self.start
+            for token in context:
+                s = int(self.next_state[s, token])
+            return s
+
+        return (lambda context: target[state(context)]), (lambda context: draft[state(context)])
+
+    def cycle_law(self, shape_index: int, scheme: str, rule: str) -> dict:
+        """Exact law {emitted tokens: probability} of one cycle from the start state (specref.exact_tree)."""
+        from ...exact_tree import tree_cycle_law
+
+        key = (shape_index, scheme, rule)
+        if key not in self._laws:
+            target, draft = self.models()
+            self._laws[key] = tree_cycle_law(target, draft, (), self.shapes[shape_index], scheme, rule)
+        return self._laws[key]
+
+    def sequence_law(self, n: int) -> np.ndarray:
+        """[V^n] the target's law of the first n tokens from the start state (row-major)."""
+        law, states = np.ones(1), np.array([self.start])
+        for _ in range(n):
+            law = (law[:, None] * self.target[states]).ravel()
+            states = self.next_state[states].ravel()
+        return law
+
+    # --- inputs ---------------------------------------------------------------------------------------------------
+
+    def inputs(self, rows: int, seed: int, chunk, scheme: str, start_states: np.ndarray | None = None) -> TreeBatch:
+        if scheme not in SCHEMES:
+            raise ValueError(f"scheme={scheme!r}; expected one of {SCHEMES}")
+        rng = _rng("tree-inputs", seed, self.name, scheme, chunk)
+        n, v = self.num_nodes, self.vocab_size
+        shape_index = rng.integers(len(self.shapes), size=rows)
+        parents = np.full((rows, n), -1, dtype=np.int64)
+        for k, shape in enumerate(self.shapes):
+            laid = layout(shape)
+            parents[shape_index == k, : len(laid)] = laid
+        states = np.zeros((rows, n + 1), dtype=np.int64)
+        states[:, 0] = self.start if start_states is None else start_states
+        tokens = np.full((rows, n), -1, dtype=np.int64)
+        real = np.zeros((rows, n + 1), dtype=bool)
+        real[:, 0] = True
+        order = np.argsort(-self.draft, axis=1, kind="stable")  # top-k order: ties to the smaller id
+        support = (self.draft > 0).sum(1)
+        all_rows = np.arange(rows)
+        for i in range(1, n + 1):  # a loop over nodes (N is small), vectorised over rows
+            parent = np.maximum(parents[:, i - 1], 0)
+            alive = (parents[:, i - 1] >= 0) & real[all_rows, parent]
+            s = states[all_rows, parent]
+            earlier = (parents[:, : i - 1] == parents[:, i - 1 : i]) & (tokens[:, : i - 1] >= 0)  # [B, i-1]
+            rank = earlier.sum(1)
+            q = self.draft[s]  # [B, V]
+            if scheme == "topk":
+                x = order[s, np.minimum(rank, v - 1)]
+                alive &= rank < support[s]
+            else:
+                if scheme == "without_replacement":
+                    q = q.copy()
+                    tried = np.where(earlier, tokens[:, : i - 1], v)  # v: a spare column
+                    q = np.concatenate([q, np.zeros((rows, 1))], 1)
+                    q[all_rows[:, None], tried] = 0.0
+                    q = q[:, :v]
+                    alive &= q.sum(1) > 0
+                x = _draw(q, rng.random(rows))
+                if scheme == "dedup":
+                    alive &= ~(earlier & (tokens[:, : i - 1] == x[:, None])).any(1)
+            real[:, i] = alive
+            tokens[:, i - 1] = np.where(alive, x, -1)
+            parents[:, i - 1] = np.where(alive, parents[:, i - 1], -1)
+            states[:, i] = np.where(alive, self.next_state[s, np.maximum(x, 0)], 0)
+        target_probs = self.target[states]  # [B, N+1, V]
+        draft_probs = self.draft[states[all_rows[:, None], np.maximum(parents, 0)]]  # [B, N, V]: the parent's Q
+        return TreeBatch(target_probs, draft_probs, tokens, parents, states, shape_index)
+
+    def snippet(self, rows: int, seed: int, chunk, scheme: str) -> str:
+        dtype = str(self.dtype).replace("torch.", "")
+        return ("import torch\nfrom specref.conformance.tree.scenarios import get\n"
+                f"batch = get({self.name!r}).given(torch.{dtype}).inputs(rows={rows}, seed={seed}, chunk={chunk!r}, "
+                f"scheme={scheme!r})")  # fmt: skip
+
+
+def _draw(q: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """[B] inverse-CDF draws from rows q [B, V] (unnormalised), landing on q > 0 only; rows without mass: 0."""
+    cdf = np.cumsum(q, 1)
+    x = np.minimum((cdf <= (u * cdf[:, -1])[:, None]).sum(1), q.shape[1] - 1)
+    bad = q[np.arange(len(q)), x] <= 0  # rounding at a zero entry: take the last positive token at or before it
+    if bad.any():
+        positive = q[bad] > 0
+        upto = positive & (np.arange(q.shape[1]) <= x[bad, None])
+        last = np.where(upto.any(1), q.shape[1] - 1 - upto[:, ::-1].argmax(1), positive.argmax(1))
+        x[bad] = last
+    return x
+
+
+# --- the catalogue --------------------------------------------------------------------------------------------------
+
+#: Depth 3, root top-3, the first child wider: a small EAGLE-like tree (7 nodes).
+EAGLE = ((((),), ()), ((),), ())
+#: Depth 2 with repeats likely under i.i.d. drafting from a peaked q.
+BUSH = (((), ()), ((), ()), ())
+STAR = ((), (), (), ())
+
+
+def _context_free(name, description, p, q, shapes, **kw) -> TreeScenario:
+    v = len(p)
+    return TreeScenario(name, description, np.asarray(p)[None], np.asarray(q)[None], np.zeros((1, v), dtype=np.int64),
+                        tuple(shapes), **kw)  # fmt: skip
+
+
+def _markov(name, description, rng, v, shapes, **kw) -> TreeScenario:
+    """Order-1 Markov rows (state = the last token), some target zeros, drafts half target half noise."""
+    target = np.stack([_sparse_row(rng, v) for _ in range(v)])
+    draft = np.stack([_normalise(0.5 * target[s] + 0.5 * _dense(rng, v)) for s in range(v)])
+    next_state = np.broadcast_to(np.arange(v), (v, v)).copy()
+    return TreeScenario(name, description, target, draft, next_state, tuple(shapes), context_free=False, **kw)
+
+
+def _sparse_row(rng, v) -> np.ndarray:
+    w = rng.gamma(0.7, size=v) + 1e-3
+    w[rng.integers(v)] = 0.0  # one impossible token per context
+    return _normalise(w)
+
+
+def _build() -> dict[str, TreeScenario]:
+    rng = _rng("tree-catalogue", 1)
+    out = [
+        _context_free("tree_chain_cf", "context-free chain of 3 drafts, V=6", _dense(rng, 6), _dense(rng, 6),
+                      [chain_shape(3)]),
+        _context_free("tree_star_cf", "context-free star: 4 children of the root, V=6", _dense(rng, 6),
+                      _dense(rng, 6), [STAR]),
+        _context_free("tree_duplicates_cf", "peaked q, V=4: i.i.d. children repeat often (depth 2, 7 nodes)",
+                      _dense(rng, 4), _peaked(rng, 4), [BUSH]),
+        _markov("tree_chain_markov", "Markov V=5 chain of 3 drafts (a wrong row shows with context)", rng, 5,
+                [chain_shape(3)]),
+        _markov("tree_eagle_markov", "Markov V=5 EAGLE-like tree: depth 3, root top-3, 7 nodes", rng, 5, [EAGLE]),
+        _markov("tree_ragged_markov", "Markov V=5, ragged: each row a chain of 2, a star of 3 or a depth-2 tree",
+                rng, 5, [chain_shape(2), ((), (), ()), (((), ()), ())]),
+        _markov("tree_joint_markov", "Markov V=4 EAGLE-like tree: first 3 tokens over repeated cycles", rng, 4,
+                [(((),), ())], joint=True),
+        _markov("chain_joint_markov", "Markov V=4 chain of 2: first 3 tokens over repeated cycles", rng, 4,
+                [chain_shape(2)], joint=True),
+    ]  # fmt: skip
+    return {s.name: s for s in out}
+
+
+SCENARIOS = _build()
+
+
+def get(name: str) -> TreeScenario:
+    if name not in SCENARIOS:
+        raise ValueError(f"scenario={name!r} is not a tree scenario; known: {', '.join(SCENARIOS)}")
+    return SCENARIOS[name]
