@@ -201,7 +201,8 @@ def side_by_side(kernel_pair: tuple, mutant_pair: tuple, *, out: Path) -> str:
                  "failing checks: none")  # fmt: skip
     if len(names) > SHOWN_CHECKS:
         lines.append(f"... and {len(names) - SHOWN_CHECKS} more failed checks (see the reports)")
-    from .conformance.runner import MIN_ROWS, scenarios_for  # every scenario gets MIN_ROWS before any sizing
+    from .conformance.passes import MIN_ROWS  # every scenario gets MIN_ROWS before any sizing
+    from .conformance.runner import scenarios_for
 
     rows_seen = mutant.scenarios.get(CATCH_SCENARIO, {}).get("rows", 0)
     left_out = len(scenarios_for(kernel.adapter)) - len(SCENARIOS)
