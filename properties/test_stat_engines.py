@@ -61,8 +61,8 @@ def _assert_conforms_with_power(report, primary_scenarios, target_tv):
 
 
 def test_reference_engine_conforms():
-    """The pure-Python reference engine, a row loop: 16k rows per scenario on the small-vocabulary scenarios."""
-    report = run(builtin_adapters()["reference"](), seed=11, alpha=ALPHA_RUN, budget_seconds=900, rows=16_000,
+    """The pure-Python reference engine, a row loop: 18k rows per scenario on the small-vocabulary scenarios."""
+    report = run(builtin_adapters()["reference"](), seed=11, alpha=ALPHA_RUN, budget_seconds=900, rows=18_000,
                  scenarios=REFERENCE)  # fmt: skip
     _assert_conforms_with_power(report, set(REFERENCE), target_tv=0.04)
 
