@@ -138,3 +138,26 @@ def test_p_value_is_monotone_and_at_least_chi2():
         p = np.array([pearson_p_value(x, df, 20) for x in xs])
         assert (np.diff(p) <= 1e-15).all()
         assert (p >= chi2.sf(xs + 1.0 / 20, df) - 1e-12).all()
+
+
+@pytest.mark.exact
+@pytest.mark.parametrize("alpha", [1e-4, 1e-5, 1e-6])
+def test_mean_tau_bennett_holds_its_size_where_the_normal_interval_does_not(alpha):
+    """tau on cf_near_equal-like laws: g + 1 = 5 but for rare rejections (tau = 4 w.p. eps). The exact size (the
+    binomial law of the number of short rows) of the z interval is far above alpha; Bennett's is below it."""
+    from specref.stats import mean_ci
+
+    n, eps = 2048, 0.002
+    mu, variance = 5 - eps, eps * (1 - eps)
+    shorts = np.arange(n + 1)
+    law = binom.pmf(shorts, n, eps)
+    sizes = {}
+    for method, extra in (("z", {}), ("bennett", {"bounds": (1, 5)})):
+        rejects = [
+            mean_ci(summary=(n, 5.0 * n - k, 25.0 * (n - k) + 16.0 * k), expected_mean=mu, alpha=alpha,
+                    known_variance=variance, method=method, **extra).p_value <= alpha
+            for k in shorts[:60]
+        ]  # fmt: skip
+        sizes[method] = float(law[:60][rejects].sum() + law[60:].sum())
+    assert sizes["bennett"] <= alpha, sizes
+    assert sizes["z"] > 3 * alpha, sizes  # the defect the calibration measured (mean_tau, 4.7x at the run level)
