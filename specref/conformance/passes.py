@@ -39,6 +39,13 @@ def derive_seed(*key) -> int:
     return zlib.crc32(":".join(map(str, key)).encode())
 
 
+def call_timeout(deadline: float, min_call_timeout: float) -> float:
+    """How long a call may go without a result before it is declared a hang (chain and tree runs alike)."""
+    # A call that overruns the budget is slow, not hung (a loaded machine slows a correct adapter several-fold):
+    # it is declared hung only at twice what was left of the budget.
+    return 2 * max(min_call_timeout, deadline - time.perf_counter())
+
+
 @dataclass
 class Clock:
     """The run's time budget: its deadline, and how long a call may take before it is declared a hang."""
@@ -53,9 +60,7 @@ class Clock:
         return cls(started, started + budget_seconds, min_call_timeout)
 
     def timeout(self) -> float:
-        # A call that overruns the budget is slow, not hung (a loaded machine slows a correct adapter several-fold):
-        # it is declared hung only at twice what was left of the budget.
-        return 2 * max(self.min_call_timeout, self.deadline - time.perf_counter())
+        return call_timeout(self.deadline, self.min_call_timeout)
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started

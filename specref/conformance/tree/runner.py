@@ -24,6 +24,7 @@ import torch
 from ...stats import CheckResult, ErrorBudget
 from ..calls import AdapterFailure
 from ..checks import not_tested, t0_result
+from ..passes import call_timeout
 from ..report import Report
 from ..runner import MIN_CALL_TIMEOUT, derive_seed
 from .adapters import TreeAdapter, as_tree_adapter
@@ -140,7 +141,7 @@ def _feed(caller, s, tally, size, chunk, seed, deadline, start_states=None):
     generator_seed = derive_seed("tree-generator", seed, s.name, chunk)
     where = {"scenario": s.name, "seed": seed, "chunk": chunk, "rows": size, "scheme": tally.scheme,
              "generator_seed": generator_seed}  # fmt: skip
-    timeout = max(MIN_CALL_TIMEOUT, deadline - time.perf_counter())
+    timeout = call_timeout(deadline, MIN_CALL_TIMEOUT)
     tokens, nodes, seen, seconds = caller(batch, generator_seed, timeout=timeout, where=where)
     tally.seconds += seconds
     return batch, tokens, nodes, seen, tally.add(batch, tokens, nodes, seen, where)
@@ -176,7 +177,7 @@ def _joint(caller, s, tally, seed, cap, slice_end, deadline) -> np.ndarray:
 def _reproducibility(caller, s: TreeScenario, seed: int, deadline: float) -> CheckResult:
     """Same generator seed twice: identical tokens; another seed: different tokens (512 rows)."""
     batch = s.inputs(512, seed, "repro", caller.adapter.scheme)
-    timeout = max(MIN_CALL_TIMEOUT, deadline - time.perf_counter())
+    timeout = call_timeout(deadline, MIN_CALL_TIMEOUT)
     try:
         outs = [caller(batch, g, timeout=timeout)[0] for g in (derive_seed("tree-repro", seed),) * 2
                 + (derive_seed("tree-repro", seed) + 1,)]  # fmt: skip
@@ -209,7 +210,7 @@ def _coupling(caller, seed: int, deadline: float) -> CheckResult:
         n = s.num_nodes
         uniforms = np.random.Generator(np.random.PCG64(derive_seed("tree-uniforms", seed, name))).random(
             (COUPLING_ROWS, n + 1))  # fmt: skip
-        timeout = max(MIN_CALL_TIMEOUT, deadline - time.perf_counter())
+        timeout = call_timeout(deadline, MIN_CALL_TIMEOUT)
         try:
             theirs = caller(batch, 0, timeout=timeout, uniforms=uniforms, dtype=torch.float64)[0]
         except AdapterFailure as failure:
