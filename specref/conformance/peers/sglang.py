@@ -1,4 +1,4 @@
-"""SGLang's tree speculative sampling kernel, run on a chain tree (CUDA only: sgl_kernel ships CUDA binaries).
+"""SGLang's tree speculative sampling kernel, on chains and on trees (CUDA only: sgl_kernel ships CUDA binaries).
 
     sgl_kernel.tree_speculative_sampling_target_only(predicts, accept_index, accept_token_num, candidates, ...)
 
@@ -19,49 +19,62 @@ from ..adapters import Adapter, seeds_from
 
 # Read at sgl-project/sglang commits 6bfad8f187aa80f7c9a2a06f7861409c4e3a4ad2 (with a draft_probs buffer) and
 # 01fe7c22269dc027da4b77a9ca807073225f7c24 (without); kernel in sgl-kernel/csrc/speculative/
-# speculative_sampling.cuh at b227f63247cdaf7fcbc4cfec8c3379120276ec82. The tree here is a chain: node 0 is the
-# root (the last verified token), node i (1..g) is d_i; retrive_next_token[i] = i+1, the last -1, no siblings.
-# The node-i target row is p_{i+1}, so target_probs maps one to one. uniform_samples[b, i] is the coin for node i's
-# child (d_{i+1}) and uniform_samples_for_final_sampling[b] feeds the final draw: the specref convention, except
-# that the kernel accepts with `coin <= p(d) / threshold_acc` and draws in float32.
-# It is target-only: each draft is verified as a point mass (accept with p(d); residual p with d removed), and any
-# draft_probs given are ignored. That keeps the law p for any draft law, but the acceptance rate is E_q[p(d)], not
-# sum_x min(p, q): rate checks for the min(1, p/q) rule will flag it.
+# speculative_sampling.cuh at b227f63247cdaf7fcbc4cfec8c3379120276ec82. Node 0 is the root (the last verified
+# token), nodes 1..N the drafts; retrive_next_token is the first child, retrive_next_sibling the next sibling
+# (`tree_links`), and the node-j target row is target_probs[:, j], one to one with the tree contract (a chain is the
+# tree parents = [0, 1, ..., g-1]). uniform_samples[b, j] is the one coin for node j's children: child k is accepted
+# when coin <= p(c_1) + ... + p(c_k) (a running sum in sibling order), and uniform_samples_for_final_sampling[b]
+# feeds the final draw from p with the rejected children removed. Coins are float32, compared with <=.
+# It is target-only: draft_probs is ignored (a scratch buffer). That keeps the law p for any draft law (on distinct
+# children), but a chain's acceptance rate is E_q[p(d)], not sum_x min(p, q): the chain adapter declares "match"
+# (the law of a point-mass verification of a sampled draft) and the tree adapter "target_only".
 
 
-def _sglang_verify(
-    target_probs, draft_probs, draft_tokens, generator=None, *, num_draft=None, uniforms=None, threshold_acc=1.0
-):
+def tree_links(parents: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """SGLang's tree encoding of `parents` [B, N] (specref's: node i+1's parent, -1 for padding): the first-child
+    and next-sibling links retrive_next_token, retrive_next_sibling [B, N+1] over nodes 0..N (node 0 the root),
+    -1 where there is none; siblings in increasing node order, padding nodes unreachable."""
+    batch, n = parents.shape
+    node = torch.arange(1, n + 1, device=parents.device)
+    none = n + 1  # larger than any node
+    same = (parents[:, :, None] == parents[:, None, :]) & (parents[:, :, None] >= 0)  # [B, N, N]: i, j siblings
+    later = torch.where(same & (node[None, None, :] > node[None, :, None]), node[None, None, :], none)
+    next_sibling = later.min(-1).values  # [B, N]
+    child = torch.where(parents[:, None, :] == torch.arange(n + 1, device=parents.device)[None, :, None],
+                        node[None, None, :], none)  # fmt: skip
+    next_token = child.min(-1).values  # [B, N+1]: the smallest child of each node
+    root = torch.full((batch, 1), none, device=parents.device)
+    next_sibling = torch.cat([root, next_sibling], 1)
+    return torch.where(next_token == none, -1, next_token), torch.where(next_sibling == none, -1, next_sibling)
+
+
+def _kernel(target_probs, draft_tokens, parents, uniforms, threshold_acc=1.0):
+    """One call of the kernel on a tree: (tokens [B, N+1], accepted nodes [B, N]), -1 padded."""
     from sgl_kernel import tree_speculative_sampling_target_only
 
-    batch, gamma = draft_tokens.shape
+    batch, n = draft_tokens.shape
     device = target_probs.device
-    nodes = gamma + 1
-    if uniforms is None:
-        (seed,) = seeds_from(generator, 1)
-        uniforms = torch.rand(batch, nodes, generator=torch.Generator(device=device).manual_seed(seed), device=device)
-    uniforms = uniforms.to(device=device, dtype=torch.float32)
-    counts = torch.full((batch,), gamma, device=device) if num_draft is None else num_draft.to(device)
-    node = torch.arange(nodes, device=device)
+    nodes = n + 1
+    parents = parents.to(device=device, dtype=torch.int64)
+    next_token, next_sibling = tree_links(parents)
     root = torch.zeros(batch, 1, dtype=torch.int64, device=device)  # the last verified token; the kernel never reads it
-    candidates = torch.cat([root, draft_tokens.to(device=device, dtype=torch.int64)], dim=1)  # [B, g+1]
-    candidates = torch.where(candidates < 0, 0, candidates).contiguous()  # placeholders past num_draft are unread
-    retrive_index = (torch.arange(batch, device=device)[:, None] * nodes + node).contiguous()  # [B, g+1]
-    retrive_next_token = torch.where(node < counts[:, None], node + 1, -1).contiguous()  # chain ends at num_draft
-    retrive_next_sibling = torch.full((batch, nodes), -1, dtype=torch.int64, device=device)
+    candidates = torch.cat([root, draft_tokens.to(device=device, dtype=torch.int64)], dim=1)  # [B, N+1]
+    candidates = torch.where(candidates < 0, 0, candidates).contiguous()  # padding nodes are unreachable
+    retrive_index = torch.arange(batch, device=device)[:, None] * nodes + torch.arange(nodes, device=device)
     predicts = torch.full((batch * nodes,), -1, dtype=torch.int32, device=device)
     accept_index = torch.full((batch, nodes), -1, dtype=torch.int32, device=device)
     accept_token_num = torch.zeros(batch, dtype=torch.int32, device=device)
+    uniforms = uniforms.to(device=device, dtype=torch.float32)
     kwargs = dict(
         predicts=predicts,
         accept_index=accept_index,
         accept_token_num=accept_token_num,
         candidates=candidates,
-        retrive_index=retrive_index,
-        retrive_next_token=retrive_next_token,
-        retrive_next_sibling=retrive_next_sibling,
+        retrive_index=retrive_index.contiguous(),
+        retrive_next_token=next_token.contiguous(),
+        retrive_next_sibling=next_sibling.contiguous(),
         uniform_samples=uniforms.contiguous(),
-        uniform_samples_for_final_sampling=uniforms[:, gamma].contiguous(),
+        uniform_samples_for_final_sampling=uniforms[:, n].contiguous(),
         target_probs=target_probs.float().contiguous(),
         threshold_single=1.0,
         threshold_acc=threshold_acc,
@@ -70,9 +83,44 @@ def _sglang_verify(
     if "draft_probs" in inspect.signature(tree_speculative_sampling_target_only).parameters:
         kwargs["draft_probs"] = torch.zeros(batch, nodes, target_probs.shape[-1], device=device)  # scratch buffer
     tree_speculative_sampling_target_only(**kwargs)
-    # Emitted: predicts at the root and at each accepted node, accept_token_num + 1 tokens per row.
-    tokens = predicts.view(batch, nodes).to(torch.int64)
-    return torch.where(node <= accept_token_num[:, None].to(torch.int64), tokens, -1)
+    # Emitted: predicts at the root and at each accepted node (accept_index holds their flat positions).
+    count = accept_token_num.to(torch.int64)[:, None]
+    column = torch.arange(nodes, device=device)
+    flat = accept_index.to(torch.int64)
+    tokens = predicts.to(torch.int64)[flat.clamp(min=0)]
+    tokens = torch.where(column <= count, tokens, -1)
+    accepted = flat[:, 1:] - torch.arange(batch, device=device)[:, None] * nodes  # node numbers 1..N
+    accepted = torch.where(column[1:] <= count, accepted, -1)
+    return tokens, accepted
+
+
+def _uniforms(generator, batch, nodes, device, uniforms=None):
+    if uniforms is not None:
+        return uniforms
+    (seed,) = seeds_from(generator, 1)
+    return torch.rand(batch, nodes, generator=torch.Generator(device=device).manual_seed(seed), device=device)
+
+
+def _sglang_verify(
+    target_probs, draft_probs, draft_tokens, generator=None, *, num_draft=None, uniforms=None, threshold_acc=1.0
+):
+    """The chain contract: a chain of num_draft (default g) drafts is the tree parents = [0, 1, ..., n-1, -1, ...]."""
+    batch, gamma = draft_tokens.shape
+    device = target_probs.device
+    counts = torch.full((batch,), gamma, device=device) if num_draft is None else num_draft.to(device)
+    node = torch.arange(gamma, device=device)
+    parents = torch.where(node < counts[:, None], node, -1)
+    uniforms = _uniforms(generator, batch, gamma + 1, device, uniforms)
+    tokens, _ = _kernel(target_probs, draft_tokens, parents, uniforms, threshold_acc)
+    return tokens
+
+
+def _sglang_tree_verify(target_probs, draft_probs, draft_tokens, parents, generator=None, *, return_nodes=False):
+    """The tree contract (specref.tree_contract); draft_probs is not read (target-only)."""
+    batch, n = draft_tokens.shape
+    uniforms = _uniforms(generator, batch, n + 1, target_probs.device)
+    tokens, nodes = _kernel(target_probs, draft_tokens, parents, uniforms)
+    return (tokens, nodes) if return_nodes else tokens
 
 
 def _sglang_threshold_verify(target_probs, draft_probs, draft_tokens, generator=None, **kwargs):
@@ -95,6 +143,22 @@ def sglang_adapter() -> Adapter:
         device="cuda",
         rule="match",
         notes=_SGLANG_NOTES,
+    )
+
+
+def sglang_tree_adapter():
+    from ..tree.adapters import TreeAdapter
+
+    return TreeAdapter(
+        "sglang-tree",
+        _sglang_tree_verify,
+        device="cuda",
+        rule="target_only",
+        scheme="topk",
+        nodes=True,
+        notes="sgl_kernel.tree_speculative_sampling_target_only on the harness's top-k trees (EAGLE's drafting). "
+        "One coin per node, compared with the running sum of p over the children in sibling order: the law of "
+        "the target_only rule, with its own coupling (so no coupling check). Float32 coins, compared with <=.",
     )
 
 

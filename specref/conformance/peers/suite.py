@@ -60,10 +60,11 @@ def run_engine(name: str, factory, *, package: str, code_path: str, device: str,
     """Run one engine through the harness and write reports/peers/<name>/."""
     from .. import run
     from ..render import write_report
+    from ..tree import is_tree, run_tree
 
     try:
         adapter = factory()
-        report = run(adapter, seed=seed, budget_seconds=budget_seconds)
+        report = (run_tree if is_tree(adapter) else run)(adapter, seed=seed, budget_seconds=budget_seconds)
         paths = write_report(report, out / "peers" / name, spec=name, plots=False)
     except Exception as error:  # noqa: BLE001 -- the row records it; the other engines still run
         detail = "".join(traceback.format_exception_only(type(error), error)).strip()
@@ -139,6 +140,7 @@ def engine_rows(out: Path, *, seed: int, budget_seconds: float, only: set[str] |
     for name, distribution, code_path, rule in (
         ("flashinfer", "flashinfer-python", "flashinfer.sampling.chain_speculative_sampling", "exact"),
         ("sglang", "sgl-kernel", "sgl_kernel.tree_speculative_sampling_target_only", "match"),
+        ("sglang-tree", "sgl-kernel", "sgl_kernel.tree_speculative_sampling_target_only on top-k trees", "target_only"),
     ):
         if peer(name).available():
             attempt(name, peer(name).load, package=version(distribution), device="cuda", rule=rule,
@@ -147,6 +149,9 @@ def engine_rows(out: Path, *, seed: int, budget_seconds: float, only: set[str] |
             rows.append(not_run(name, version(distribution), code_path, rule,
                                 f"CUDA only{'' if cuda else ' (no CUDA here)'}: {_cuda_only_reason(name)} "
                                 f"`.ci/gpu-check` runs it where `{peer(name).pip}` imports."))  # fmt: skip
+    for name, package, code_path, why in _NO_TREE_PATH(vllm_package):
+        if wanted(name):
+            rows.append(not_run(name, package, code_path, "-", why))
     if wanted("tensorrt-llm"):
         rows.append(not_run("tensorrt-llm", version("tensorrt-llm"), "tensorrt_llm._torch speculative sampling",
                             "exact", _cuda_only_reason("tensorrt-llm")))  # fmt: skip
@@ -163,11 +168,26 @@ def engine_rows(out: Path, *, seed: int, budget_seconds: float, only: set[str] |
     return rows
 
 
+def _NO_TREE_PATH(vllm_package: str) -> tuple:  # noqa: N802 -- a table, built when the package version is known
+    """The tree paths that do not exist in the engines that run here: a row each, so the table says so."""
+    return (
+        ("vllm-tree", vllm_package, "vllm.v1 tree speculative decoding",
+         f"{vllm_package} has no tree verification: no speculative_token_tree option, no tree attention backend; "
+         "its RejectionSampler verifies one chain per request (a tree sampler was proposed upstream in "
+         "vllm-project/vllm#22752 and closed unmerged). Nothing to run."),
+        ("transformers-tree", version("transformers"), "transformers assisted generation",
+         "transformers verifies one candidate chain per step (_speculative_sampling, or greedy matching); it has "
+         "no tree verification. Its chain paths are the rows transformers and transformers-generate."),
+    )  # fmt: skip
+
+
 def _cuda_only_reason(name: str) -> str:
     return {
         "flashinfer": "its sampling kernels are CUDA sources JIT-compiled with nvcc at first call; there is no CPU "
         "path.",
         "sglang": "sgl-kernel ships CUDA binaries only (torch.ops.sgl_kernel); there is no CPU path.",
+        "sglang-tree": "sgl-kernel ships CUDA binaries only (torch.ops.sgl_kernel); there is no CPU path. The tree "
+        "harness (specref conform sglang-tree) runs it on the top-k trees EAGLE drafts.",
         "tensorrt-llm": "CUDA only: the package's import loads its C++/CUDA bindings (tensorrt_llm.bindings), "
         "and its wheels need NVIDIA's CUDA and TensorRT libraries. Its PyTorch backend rejects drafts in a pure-torch "
         "helper (get_rejected_indices, in the sampler code of tensorrt_llm/_torch/pyexecutor), reachable only through "

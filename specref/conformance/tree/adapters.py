@@ -112,7 +112,9 @@ def chain_tree_adapter(engine: str = "batched") -> TreeAdapter:
 
 
 def builtin_tree_adapters() -> dict[str, Callable[[], TreeAdapter]]:
-    """name -> factory of the tree built-ins."""
+    """name -> factory of the tree built-ins, then the real engines' tree verifiers that import here."""
+    from ..peers import peer_factories
+
     return {
         "tree-mss": lambda: batched_tree_adapter("mss"),
         "tree-rsd": lambda: batched_tree_adapter("rsd"),
@@ -121,6 +123,7 @@ def builtin_tree_adapters() -> dict[str, Callable[[], TreeAdapter]]:
         "tree-sample-match": lambda: batched_tree_adapter("sample_match"),
         "tree-chain-batched": chain_tree_adapter,
         "tree-chain-reference": lambda: chain_tree_adapter("reference"),
+        **peer_factories(tree=True),
     }
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ..adapters import Adapter
-from ..calls import AdapterFailure, Caller
+from ..calls import AdapterFailure, Caller, call_inputs
 from ..scenarios import Batch
 from .adapters import TreeAdapter
 from .scenarios import TreeBatch
@@ -35,6 +35,13 @@ def packed_adapter(tree: TreeAdapter) -> Adapter:
 
     return Adapter(tree.name, verify, device=tree.device, dtype=tree.dtype, rule=tree.rule, lossy=tree.lossy,
                    notes=tree.notes)  # fmt: skip
+
+
+def packed_batch(batch: TreeBatch) -> Batch:
+    """The tree batch as the chain Caller carries it: draft_tokens [B, 2N] = [draft_tokens | parents]."""
+    rows, n = batch.draft_tokens.shape
+    packed = np.concatenate([batch.draft_tokens, batch.parents], 1)
+    return Batch(batch.target_probs, batch.draft_probs, packed, np.full(rows, 2 * n), batch.states)
 
 
 def _pack(tokens, nodes, batch: int, n: int) -> torch.Tensor:
@@ -72,10 +79,8 @@ class TreeCaller:
 
     def __call__(self, batch: TreeBatch, generator_seed: int, *, timeout: float, where: dict | None = None,
                  uniforms: np.ndarray | None = None, dtype: torch.dtype | None = None):  # fmt: skip
-        rows, n = batch.draft_tokens.shape
-        chain_batch = Batch(batch.target_probs, batch.draft_probs, np.concatenate([batch.draft_tokens, batch.parents],
-                            1), np.full(rows, 2 * n), batch.states)  # fmt: skip
-        out, seen, seconds = self.caller(chain_batch, generator_seed, timeout=timeout, where=where,
+        n = batch.draft_tokens.shape[1]
+        out, seen, seconds = self.caller(packed_batch(batch), generator_seed, timeout=timeout, where=where,
                                          uniforms=uniforms, dtype=dtype)  # fmt: skip
         tokens, nodes = out[:, : n + 1], out[:, n + 1 :]
         return tokens, (None if (nodes == NO_NODES).all() else nodes), seen, seconds
@@ -83,3 +88,15 @@ class TreeCaller:
 
 def in_dtype(tree: TreeAdapter, dtype: torch.dtype) -> TreeAdapter:
     return replace(tree, dtype=dtype)
+
+
+def tree_call_inputs(batch: TreeBatch, generator_seed: int, *, dtype: torch.dtype = torch.float32,
+                     device: str = "cpu", nodes: bool = False) -> tuple[tuple, dict]:  # fmt: skip
+    """(args, kwargs) of the tree contract exactly as the harness passes them for this batch (reproduce snippets
+    call this): (target_probs, draft_probs, draft_tokens, parents, generator), return_nodes=True where declared."""
+    n = batch.draft_tokens.shape[1]
+    args, kwargs = call_inputs(packed_batch(batch), generator_seed, dtype=dtype, device=device)
+    target, draft, tokens, generator = args
+    if nodes:
+        kwargs["return_nodes"] = True
+    return (target, draft, tokens[:, :n], tokens[:, n:], generator), kwargs

@@ -33,19 +33,8 @@ from .. import plan
 from ..checks import t0_result
 from .scenarios import TreeBatch, TreeScenario
 
-LAW, RULE, CONTRACT = plan.LAW, plan.RULE, plan.CONTRACT
 T0_CHECKS = ("t0_valid_ids", "t0_padding", "t0_root_to_node", "t0_prefix_is_drafts", "t0_zero_prob_emitted")
 JOINT_TOKENS = 3
-
-TREE_FAMILY = {"t0_root_to_node": CONTRACT, "depth_acceptance": RULE}
-TREE_DESCRIPTIONS = {
-    "t0_root_to_node": "the accepted nodes returned form a root-to-node path, one per accepted token",
-    "depth_acceptance": "P(accept at depth d | reached depth d-1) equals the rule's exact rate, per shape and depth",
-}
-# Register the tree kinds with the shared report vocabulary (families decide the verdict's order; descriptions
-# label the checks in reports).
-plan.FAMILY.update(TREE_FAMILY)
-plan.DESCRIPTIONS.update(TREE_DESCRIPTIONS)
 
 
 def family_of(kind: str) -> str:
