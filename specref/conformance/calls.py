@@ -17,6 +17,10 @@ Two modes, chosen per adapter (`call_mode`):
   inline   the current thread, no timeout: for the harness's own reference engine only.
 Every mode builds the adapter's arguments with `call_inputs`, so tokens are bit-identical between them; reproduce
 snippets call it too.
+
+The hang limit of a call is the larger of the timeout the run gives and HANG_SLACK times what the call should take
+at the slowest rate (seconds per row) this adapter has shown so far: a slow adapter on a loaded machine is slow,
+not hung, however little of the budget is left.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ from .scenarios import Batch
 MODE_ENV = "SPECREF_CALL_MODE"
 _HERE = os.path.abspath(__file__)
 _abandoned: list[threading.Thread] = []
+#: A call is hung only past this many times its expected duration at the adapter's slowest measured rate.
+HANG_SLACK = 10.0
 
 
 class AdapterFailure(Exception):
@@ -225,6 +231,7 @@ class Caller:
         self.adapter = adapter
         self.mode = mode or call_mode(adapter)
         self.workers_started = 0
+        self.seconds_per_row = 0.0  # the slowest rate of a completed call so far
         self._process = self._conn = self._dump = None
 
     def __enter__(self) -> Caller:
@@ -250,6 +257,7 @@ class Caller:
         dtype = dtype or self.adapter.dtype
         job, seen = _job(batch, generator_seed, dtype, self.adapter.device, self.adapter.ragged, uniforms)
         rows = len(batch.num_draft)
+        timeout = self.hang_limit(timeout, rows)
         if self.mode == "inline":
             reply = _execute(self.adapter.verify, job)
         elif self.mode == "thread":
@@ -258,7 +266,12 @@ class Caller:
             reply = self._in_worker(job, timeout, rows)
         if reply[0] == "failure":
             raise AdapterFailure(reply[1], reply[2], reply[3], where)
+        self.seconds_per_row = max(self.seconds_per_row, reply[2] / max(rows, 1))
         return reply[1], seen, reply[2]
+
+    def hang_limit(self, timeout: float, rows: int) -> float:
+        """The seconds a call of `rows` rows may take before it is declared hung (module docstring)."""
+        return max(timeout, HANG_SLACK * rows * self.seconds_per_row)
 
     # thread mode
 
