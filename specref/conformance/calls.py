@@ -26,7 +26,6 @@ not hung, however little of the budget is left.
 from __future__ import annotations
 
 import faulthandler
-import inspect
 import multiprocessing
 import os
 import re
@@ -42,6 +41,7 @@ import numpy as np
 import torch
 
 from .adapters import Adapter
+from .locate import describe_error, locate, raised_at
 from .scenarios import Batch
 
 #: 'process' or 'thread' forces a mode (where possible); unset: process for CPU adapters where fork exists.
@@ -163,7 +163,7 @@ def _execute(verify, job: dict) -> tuple:
     try:
         args, kwargs = _arguments(job)
     except BaseException as error:  # noqa: BLE001 -- e.g. out of memory building the inputs
-        return ("failure", "exception", f"building the inputs: {_describe(error)}", None)
+        return ("failure", "exception", f"building the inputs: {describe_error(error)}", None)
     start = time.perf_counter()
     try:
         out = verify(*args, **kwargs)
@@ -171,7 +171,7 @@ def _execute(verify, job: dict) -> tuple:
     except AdapterFailure as failure:
         return ("failure", failure.kind, failure.message, None)
     except BaseException as error:  # noqa: BLE001 -- anything the adapter raises is a verdict, not a crash
-        return ("failure", "exception", _describe(error), _raised_at(error.__traceback__, verify))
+        return ("failure", "exception", describe_error(error), raised_at(error.__traceback__, verify, skip=_HERE))
     return ("ok", tokens, time.perf_counter() - start)
 
 
@@ -185,40 +185,6 @@ def _as_tokens(out, shape: tuple[int, int]) -> np.ndarray:
     if out.dtype != torch.int64:
         raise AdapterFailure("malformed", f"returned dtype {out.dtype}, expected torch.int64")
     return out.detach().cpu().numpy().copy()
-
-
-def _describe(error: BaseException) -> str:
-    try:
-        return f"{type(error).__name__}: {error}"
-    except Exception:  # noqa: BLE001 -- a __str__ that raises
-        return type(error).__name__
-
-
-def _source_file(verify) -> str | None:
-    try:
-        return os.path.abspath(inspect.getsourcefile(inspect.unwrap(getattr(verify, "__func__", verify))))
-    except (TypeError, ValueError):
-        return None
-
-
-def _raised_at(frames, verify) -> str | None:
-    """'file:line in function' of the innermost frame outside this module; when that lies outside verify's own file
-    (in a library it called), also the innermost frame in verify's file."""
-    stack = [
-        f for f in (traceback.extract_tb(frames) if frames is not None else []) if os.path.abspath(f.filename) != _HERE
-    ]
-    return _locate(stack, verify)
-
-
-def _locate(stack: list[traceback.FrameSummary], verify) -> str | None:
-    if not stack:
-        return None
-    where = f"{stack[-1].filename}:{stack[-1].lineno} in {stack[-1].name}"
-    own = _source_file(verify)
-    mine = [f for f in stack if own and os.path.abspath(f.filename) == own]
-    if mine and mine[-1] is not stack[-1]:
-        where += f", called from {mine[-1].filename}:{mine[-1].lineno} in {mine[-1].name}"
-    return where
 
 
 # --- the caller ------------------------------------------------------------------------------------------------------
@@ -284,7 +250,7 @@ class Caller:
             return box[0]
         _abandoned.append(worker)  # never joined: a thread cannot be killed
         frame = sys._current_frames().get(worker.ident)
-        location = _locate(traceback.extract_stack(frame), self.adapter.verify) if frame is not None else None
+        location = locate(traceback.extract_stack(frame), self.adapter.verify) if frame is not None else None
         return ("failure", "hang", f"no result within {timeout:.0f} s on a batch of {rows} rows; the call was "
                 "abandoned in a thread", location)  # fmt: skip
 
@@ -341,7 +307,7 @@ class Caller:
             return None
         frames = re.findall(r'File "(.+)", line (\d+) in (\S+)', worker[0])
         stack = [traceback.FrameSummary(f, int(n), name) for f, n, name in reversed(frames)]
-        return _locate([f for f in stack if os.path.abspath(f.filename) != _HERE], self.adapter.verify)
+        return locate([f for f in stack if os.path.abspath(f.filename) != _HERE], self.adapter.verify)
 
     def _stop(self) -> str:
         """Kill the worker (SIGKILL); the next call forks a fresh one. Returns how it had ended."""
