@@ -53,8 +53,11 @@ SUBTLE = ("merged_as_iid", "rsd_raw_q", "bonus_wrong_leaf")
 
 
 def calibration(seeds: int, mutant_rows: int = 4000) -> str:
+    from collections import defaultdict
+
     from scipy.stats import beta
 
+    from ..report import kind_of
     from .mutants import SCENARIOS_FOR
 
     def upper(k, n):  # one-sided 95% Clopper-Pearson upper bound
@@ -66,9 +69,16 @@ def calibration(seeds: int, mutant_rows: int = 4000) -> str:
              "make it smaller). Subtle mutants on their own scenarios at alpha 1e-3: the share of runs that flag "
              "them by a designed check (power).", "",
              "| implementation | runs | flagged | share | 95% upper bound |", "|---|---:|---:|---:|---:|"]  # fmt: skip
+    p_values = defaultdict(list)  # kind -> the p-values of its tested T2 checks, every correct run
     for name in ("tree-rsd", "tree-target-only", "tree-sample-match"):
-        failed = sum(not run_tree(builtin_tree_adapters()[name](), seed=1000 + k, alpha=CALIBRATION_ALPHA,
-                                  rows=CALIBRATION_ROWS, budget_seconds=3600).passed for k in range(seeds))  # fmt: skip
+        failed = 0
+        for k in range(seeds):
+            report = run_tree(builtin_tree_adapters()[name](), seed=1000 + k, alpha=CALIBRATION_ALPHA,
+                              rows=CALIBRATION_ROWS, budget_seconds=3600)  # fmt: skip
+            failed += not report.passed
+            for r in report.checks:
+                if r.details.get("tier") == "T2" and "not_tested" not in r.details:
+                    p_values[kind_of(r.name)].append(r.p_value)
         lines.append(f"| {name} | {seeds} | {failed} | {failed / seeds:.3f} | {upper(failed, seeds):.3f} |")
     for name in SUBTLE:
         caught = 0
@@ -78,6 +88,15 @@ def calibration(seeds: int, mutant_rows: int = 4000) -> str:
             caught += bool(set(report.caught_by()) & CAUGHT_BY[name])
         lines.append(f"| mutant {name} ({mutant_rows} rows, {', '.join(SCENARIOS_FOR[name])}) | {seeds} | {caught} "
                      f"| {caught / seeds:.3f} | - |")  # fmt: skip
+    lines += ["", "P-values of every tested T2 check of the correct runs above, by kind: the share at or below a "
+              "level must not exceed it (valid p-values; exact and conservative tests give less).", "",
+              "| check | p-values | share <= 0.01 | 95% upper bound | share <= 0.001 | 95% upper bound |",
+              "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for kind, values in sorted(p_values.items()):
+        n = len(values)
+        at = {level: sum(v <= level for v in values) for level in (0.01, 0.001)}
+        lines.append(f"| `{kind}` | {n:,} | {at[0.01] / n:.4f} | {upper(at[0.01], n):.4f} | {at[0.001] / n:.4f} "
+                     f"| {upper(at[0.001], n):.4f} |")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
