@@ -26,7 +26,7 @@ import numpy as np
 from ..stats import CheckResult, binomial_positions, chisquare_gof, chisquare_strata, mean_ci
 from ..stats import not_tested as _not_tested
 from . import laws
-from .plan import DESCRIPTIONS, FAMILY, family_of, plan_for  # noqa: F401 -- re-exported for reports
+from .plan import family_of, plan_for
 from .scenarios import Batch, Scenario
 
 #: Floor on Var(tau) in mean_tau: the float rounding of the expected laws (see Tally._mean_tau).

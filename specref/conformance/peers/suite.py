@@ -182,7 +182,7 @@ def engine_rows(out: Path, *, seed: int, budget_seconds: float, only: set[str] |
             rows.append(not_run(name, version(distribution), code_path, rule,
                                 f"CUDA only{'' if cuda else ' (no CUDA here)'}: {_cuda_only_reason(name)} "
                                 f"`.ci/gpu-check` runs it where `{peer(name).pip}` imports."))  # fmt: skip
-    for name, package, code_path, why in _NO_TREE_PATH(vllm_package):
+    for name, package, code_path, why in _no_tree_paths(vllm_package):
         if wanted(name):
             rows.append(not_run(name, package, code_path, "-", why))
     if wanted("tensorrt-llm"):
@@ -201,7 +201,7 @@ def engine_rows(out: Path, *, seed: int, budget_seconds: float, only: set[str] |
     return rows
 
 
-def _NO_TREE_PATH(vllm_package: str) -> tuple:  # noqa: N802 -- a table, built when the package version is known
+def _no_tree_paths(vllm_package: str) -> tuple:
     """The tree paths that do not exist in the engines that run here: a row each, so the table says so."""
     return (
         ("vllm-tree", vllm_package, "vllm.v1 tree speculative decoding",
@@ -215,12 +215,15 @@ def _NO_TREE_PATH(vllm_package: str) -> tuple:  # noqa: N802 -- a table, built w
 
 
 def _cuda_only_reason(name: str) -> str:
+    if name == "sglang-tree":
+        return (
+            _cuda_only_reason("sglang")
+            + " The tree harness (specref conform sglang-tree) runs it on the top-k trees EAGLE drafts."
+        )
     return {
         "flashinfer": "its sampling kernels are CUDA sources JIT-compiled with nvcc at first call; there is no CPU "
         "path.",
         "sglang": "sgl-kernel ships CUDA binaries only (torch.ops.sgl_kernel); there is no CPU path.",
-        "sglang-tree": "sgl-kernel ships CUDA binaries only (torch.ops.sgl_kernel); there is no CPU path. The tree "
-        "harness (specref conform sglang-tree) runs it on the top-k trees EAGLE drafts.",
         "tensorrt-llm": "CUDA only: the package's import loads its C++/CUDA bindings (tensorrt_llm.bindings), "
         "and its wheels need NVIDIA's CUDA and TensorRT libraries. Its PyTorch backend rejects drafts in a pure-torch "
         "helper (get_rejected_indices, in the sampler code of tensorrt_llm/_torch/pyexecutor), reachable only through "
