@@ -7,7 +7,8 @@ kernel reads the two rows once and writes only the [B, V / BLOCK] sums:
   * CPU: `block_sums.c`, compiled on first use with the system C compiler (`specref.batched.kernels.cpu`);
   * CUDA: a Triton kernel (`specref.batched.kernels.cuda`), where Triton is importable.
 
-`block_sums` returns None wherever no kernel applies (disabled, no compiler, no Triton, float64, inputs that are
+On CPU, `draw` also does the draw's second level in the same call (the chosen block's weights, from cache).
+`block_sums` and `draw` return None wherever no kernel applies (disabled, no compiler, no Triton, float64, inputs that are
 not contiguous) and the caller uses torch operations instead; `status(device)` says which path runs. On validated
 inputs only the order of summation inside a block differs between the paths, and the tests run all of them.
 """
@@ -18,7 +19,7 @@ import os
 
 import torch
 
-__all__ = ["block_sums", "flat_rows", "status", "ENABLED", "DTYPES"]
+__all__ = ["block_sums", "draw", "flat_rows", "status", "ENABLED", "DTYPES"]
 
 #: Set to False (or SPECREF_KERNELS=0 in the environment) to use torch operations everywhere.
 ENABLED = os.environ.get("SPECREF_KERNELS", "1") != "0"
@@ -46,6 +47,21 @@ def block_sums(
     flat_target_row, flat_draft_row = flat_rows(target_probs, target_row, draft_row)
     removed = removed.to(target_probs.device, torch.int64).contiguous()  # the kernels read it with stride 1
     return backend.block_sums(target_probs, draft_probs, flat_target_row, flat_draft_row, removed, block)
+
+
+def draw(target_probs, draft_probs, target_row, draft_row, removed, block: int, u: torch.Tensor):
+    """(block sums, token [B], ok [B]) of the whole two-level draw in one kernel call where one does it (the C
+    kernel: CPU), else None. Arguments as `block_sums`, and u [B] the uniforms."""
+    inputs = [target_probs] + ([] if draft_probs is None else [draft_probs])
+    if not ENABLED or target_probs.dtype not in DTYPES or any(not t.is_contiguous() for t in inputs):
+        return None
+    if (draft_probs is not None and draft_probs.dtype != target_probs.dtype) or target_probs.device.type != "cpu":
+        return None
+    from . import cpu
+
+    flat_target_row, flat_draft_row = flat_rows(target_probs, target_row, draft_row)
+    removed = removed.to(torch.int64).contiguous()
+    return cpu.draw(target_probs, draft_probs, flat_target_row, flat_draft_row, removed, block, u)
 
 
 def flat_rows(target_probs, target_row, draft_row) -> tuple[torch.Tensor, torch.Tensor]:

@@ -47,6 +47,23 @@ def block_sums(
 ) -> torch.Tensor | None:
     """[B, ceil(V / block)] float64 block sums, or None without a compiled kernel. Inputs as `specref.batched.kernels`;
     `threads` defaults to torch's thread count (one thread for small inputs)."""
+    result = draw(target_probs, draft_probs, flat_target_row, flat_draft_row, removed, block, None, threads)
+    return None if result is None else result[0]
+
+
+def draw(
+    target_probs: torch.Tensor,  # [B, g+1, V]
+    draft_probs: torch.Tensor | None,  # [B, g, V]
+    flat_target_row: torch.Tensor,  # [B] int64
+    flat_draft_row: torch.Tensor,  # [B] int64; -1: none
+    removed: torch.Tensor,  # [B] int64; -1: none
+    block: int,
+    u: torch.Tensor | None,  # [B] float64 uniforms; None: the block sums alone
+    threads: int | None = None,
+):
+    """(block sums [B, ceil(V / block)] float64, token [B] int64, ok [B] bool) in one call: the two-level inverse CDF
+    of `specref.batched.draw` (token and ok None without u), or None without a compiled kernel. Each input row is
+    read once from memory; the chosen block is read again, from cache."""
     function = _load()
     if function is None:
         return None
@@ -54,15 +71,20 @@ def block_sums(
     if threads is None:
         threads = torch.get_num_threads() if batch * vocab_size >= PARALLEL_MIN_ELEMENTS else 1
     out = torch.empty(batch, -(-vocab_size // block), dtype=torch.float64)
+    token = ok = None
+    if u is not None:
+        u = u.to(torch.float64).contiguous()
+        token, ok = torch.empty(batch, dtype=torch.int64), torch.empty(batch, dtype=torch.bool)
     error = function(
         target_probs.data_ptr(), None if draft_probs is None else draft_probs.data_ptr(),
         DTYPE_CODES[target_probs.dtype],
         flat_target_row.data_ptr(), flat_draft_row.data_ptr(), removed.data_ptr(),
         batch, vocab_size, block, out.data_ptr(), threads,
+        *((None, None, None) if u is None else (u.data_ptr(), token.data_ptr(), ok.data_ptr())),
     )  # fmt: skip
     if error:
-        raise RuntimeError(f"specref_block_sums returned {error} for dtype {target_probs.dtype}")
-    return out
+        raise RuntimeError(f"specref_draw returned {error} for dtype {target_probs.dtype}")
+    return out, token, ok
 
 
 def status(device: torch.device | None = None) -> str:
@@ -77,13 +99,13 @@ def _load():
         if not _loaded:
             try:
                 path = _compile()
-                function = ctypes.CDLL(str(path)).specref_block_sums
+                function = ctypes.CDLL(str(path)).specref_draw
             except (OSError, RuntimeError, subprocess.SubprocessError) as error:
                 _loaded.update(function=None, error=str(error))
             else:
                 function.restype = ctypes.c_int
                 function.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int] + [ctypes.c_void_p] * 3
-                function.argtypes += [ctypes.c_int64] * 3 + [ctypes.c_void_p, ctypes.c_int]
+                function.argtypes += [ctypes.c_int64] * 3 + [ctypes.c_void_p, ctypes.c_int] + [ctypes.c_void_p] * 3
                 _loaded.update(function=function, path=path)
         return _loaded["function"]
 
