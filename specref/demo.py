@@ -153,33 +153,37 @@ def outcome(kernel, mutant) -> tuple[int, str]:
 
 
 def _cell(r) -> str:
-    """One check in a few words: pass or FAIL, its p-value or violation count, and the TV it detects."""
+    """One check in a few words, from its status: pass or FAIL with its p-value and detectable TV (statistical) or
+    its violations in rows (certain), FAIL (not run), or not tested."""
     if r is None:
         return "-"
-    tier = r.details.get("tier")
-    word = "pass" if r.passed else "FAIL"
-    if tier == "not run":
+    status = r.status
+    if status == "not run":
         return "FAIL (not run)"
-    if tier == "T2":
-        tv = "" if not math.isfinite(r.detectable_tv) else f", TV {r.detectable_tv:.3f}"
+    if status == "not tested":
+        return "not tested"
+    word = "pass" if status == "passed" else "FAIL"
+    if r.details.get("tier") == "T2":
+        tv = "" if not math.isfinite(r.guaranteed_tv) else f", detectable TV {r.guaranteed_tv:.3f}"
         return f"{word} p={r.p_value:.2g}{tv}"
-    return f"{word} {int(r.statistic):,}/{r.n:,} rows" if math.isfinite(r.statistic) else word
+    if not math.isfinite(r.statistic):
+        return word
+    return f"{word} {int(r.statistic):,} violations" + (f" in {r.n:,} rows" if r.n else "")
 
 
 def side_by_side(kernel_pair: tuple, mutant_pair: tuple, *, out: Path) -> str:
     (kernel, kernel_paths), (mutant, mutant_paths) = kernel_pair, mutant_pair
-    from .conformance.report import tested
+    from .conformance.report import counts_line
 
     def count(report) -> str:
-        real = [r for r in report.checks if tested(r)]
-        return f"{sum(r.passed for r in real)}/{len(real)} passed"
+        return counts_line(report.counts())
 
     def rows(report) -> str:
         return f"{sum(s['rows'] for s in report.scenarios.values()):,} in {report.wall_seconds:.0f} s"
 
     def tv(report) -> str:
         r = next((r for r in report.checks if r.name == TV_CHECK), None)
-        return "-" if r is None or not math.isfinite(r.detectable_tv) else f"{r.detectable_tv:.3f}"
+        return "-" if r is None or not math.isfinite(r.guaranteed_tv) else f"{r.guaranteed_tv:.3f}"
 
     mutant_title = f"{mutant.adapter.name} (mutant)"
     table = [
@@ -187,7 +191,7 @@ def side_by_side(kernel_pair: tuple, mutant_pair: tuple, *, out: Path) -> str:
         ("verdict", kernel.verdict.upper(), mutant.verdict.upper()),
         ("checks", count(kernel), count(mutant)),
         ("rows", rows(kernel), rows(mutant)),
-        (f"TV detected by {TV_CHECK}", tv(kernel), tv(mutant)),
+        (f"detectable TV of {TV_CHECK} (power 0.999)", tv(kernel), tv(mutant)),
     ]
     by_name = {r.name: r for r in kernel.checks}
     failed = sorted(kernel.failures + mutant.failures, key=lambda r: (r.details.get("tier") != "T0", r.p_value))
@@ -197,7 +201,7 @@ def side_by_side(kernel_pair: tuple, mutant_pair: tuple, *, out: Path) -> str:
         table.append((name, _cell(by_name.get(name)), _cell(mutant_by_name.get(name))))
     widths = [max(len(row[i]) for row in table) for i in range(3)]
     lines = [""] + ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
-    lines.insert(6, "failing checks (pass/FAIL, p-value, TV detected with power 0.999):" if names else
+    lines.insert(6, "failing checks (pass/FAIL, p-value, detectable TV with power 0.999):" if names else
                  "failing checks: none")  # fmt: skip
     if len(names) > SHOWN_CHECKS:
         lines.append(f"... and {len(names) - SHOWN_CHECKS} more failed checks (see the reports)")

@@ -154,7 +154,7 @@ def render_markdown(record: dict) -> str:
         ordered = sorted(failed, key=lambda c: (c["details"].get("tier") != "T0", c["p_value"] or 0.0))
         shown = list({_id(c).kind: c for c in reversed(ordered)}.values())[::-1]  # first failure per kind
         for check in shown:
-            lines += _failure_section(check, record)
+            lines += failure_section(check, record)
         rest = [c["name"] for c in ordered if c not in shown]
         if rest:
             lines += [f"Also failed: {', '.join(f'`{name}`' for name in rest)}.", ""]
@@ -237,7 +237,7 @@ def bin_label(bins: str, entry: dict) -> str:
     return label
 
 
-def _failure_section(check: dict, record: dict) -> list[str]:
+def failure_section(check: dict, record: dict) -> list[str]:
     details = check["details"]
     cid = _id(check)
     lines = [f"### `{check['name']}`", "", check.get("description") or describe(cid.kind)]
@@ -421,4 +421,4 @@ if __name__ == "__main__":  # python -m specref.conformance.render [reports]
     print(rebuild(sys.argv[1] if len(sys.argv) > 1 else "reports"))
 
 
-__all__ = ["rebuild", "render_markdown", "write_index", "write_plots", "write_report"]
+__all__ = ["failure_section", "rebuild", "render_markdown", "write_index", "write_plots", "write_report"]

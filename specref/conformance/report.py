@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -253,7 +254,8 @@ def failure_lines(failures: list[CheckResult], limit: int = SHOWN_CAUSES) -> lis
         elif r.details.get("tier") == "T2":
             key = ("T2", r.name)
         else:
-            key = ("T0", r.id.kind, str(r.details.get("error") or ""))
+            # one cause: one kind, one error up to its numbers (shape [256, 4] in one scenario, [256, 9] in another)
+            key = ("T0", r.id.kind, re.sub(r"\d+", "#", str(r.details.get("error") or "")))
         groups.setdefault(key, []).append(r)
     lines = [_cause_line(key[0], group) for key, group in groups.items()]
     if len(lines) > limit:
@@ -277,7 +279,7 @@ def _cause_line(tier: str, group: list[CheckResult]) -> str:
                 f"{r.statistic:.4g}, n={r.n:,}")  # fmt: skip
     head = f"FAIL {r.id.kind}[{_where(group)}]"
     if r.details.get("error"):
-        return f"{head}: {r.details['error']}"
+        return f"{head}: {r.details['error']}" + (f" (in {r.id.scenario}; the same in each)" if len(group) > 1 else "")
     violations = sum(0 if math.isnan(c.statistic) else int(c.statistic) for c in group)
     rows = sum(c.n for c in group)
     count = f"{violations:,} violations" + (f" in {rows:,} rows" if rows else "")
