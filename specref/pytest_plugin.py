@@ -121,7 +121,8 @@ def settings_of(config: pytest.Config) -> Settings:
 
 def resolve_impl(spec: str, scenarios: str | None):
     """(adapter, label, scenario list) as `specref conform` resolves them; a bad IMPL is a pytest usage error."""
-    from .conformance.cli import UsageError, resolve, select_scenarios
+    from .conformance.resolve import resolve, select_scenarios
+    from .errors import UsageError
 
     try:
         adapter, label = resolve(spec)
@@ -198,7 +199,7 @@ class CheckItem(pytest.Item):
 def failure_text(check, record: dict) -> str:
     """The check, its p-value, alpha and detectable TV, then the report's failure section (with its reproduce
     snippet, rendered as report.md renders it)."""
-    from .conformance.render import _failure_section
+    from .conformance.render import failure_section
 
     details = check.details
     if details.get("tier") == "T2":
@@ -210,7 +211,7 @@ def failure_text(check, record: dict) -> str:
                 f"({int(check.statistic) if not math.isnan(check.statistic) else 'n/a'} violations in {check.n:,} "
                 "rows); detectable TV: any (one violation suffices)")  # fmt: skip
     as_dict = next(c for c in record["checks"] if c["name"] == check.name)
-    return "\n".join([head, f"verdict of the run: {record['verdict']}", *_failure_section(as_dict, record)]).rstrip()
+    return "\n".join([head, f"verdict of the run: {record['verdict']}", *failure_section(as_dict, record)]).rstrip()
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:

@@ -121,7 +121,7 @@ def render_markdown(record: dict) -> str:
         ordered = sorted(failed, key=lambda c: (c["details"].get("tier") != "T0", c["p_value"] or 0.0))
         shown = list({kind_of(c["name"]): c for c in reversed(ordered)}.values())[::-1]  # first failure per kind
         for check in shown:
-            lines += _failure_section(check, record)
+            lines += failure_section(check, record)
         rest = [c["name"] for c in ordered if c not in shown]
         if rest:
             lines += [f"Also failed: {', '.join(f'`{name}`' for name in rest)}.", ""]
@@ -182,7 +182,7 @@ def _t0_table(t0: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _failure_section(check: dict, record: dict) -> list[str]:
+def failure_section(check: dict, record: dict) -> list[str]:
     details = check["details"]
     lines = [f"### `{check['name']}`", "", check.get("description") or describe(kind_of(check["name"]))]
     if details.get("tier") == "T2":

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from .. import __version__
+from ..errors import MergeError
 from ..stats import CheckResult, ErrorBudget
 from . import checks
 from .adapters import Adapter
@@ -38,10 +39,6 @@ from .run_plan import RunPlan, make_plan
 PARTIAL = "partial"
 ARRAYS = ("first", "correction", "bonus", "length", "reached", "rejected")
 OPTIONAL_ARRAYS = ("pairs", "joint")
-
-
-class MergeError(ValueError):
-    """Shards that cannot be merged (another run, a missing or duplicate shard); the message names the folder."""
 
 
 @dataclass(frozen=True)
