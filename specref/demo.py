@@ -22,9 +22,9 @@ import math
 import sys
 from pathlib import Path
 
-import numpy as np
-
-from .extras import MATPLOTLIB, TORCH, TRANSFORMERS, MissingDependency, notice, require
+from .errors import UsageError
+from .extras import MATPLOTLIB, TORCH, TRANSFORMERS, notice, require
+from .outputs import REPORTS, default_folder
 
 EXIT_DEMONSTRATED, EXIT_NOT_DEMONSTRATED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -48,8 +48,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--out", default=str(Path("reports") / "demo"), metavar="DIR",
-                   help="report folder; one subfolder per implementation (default reports/demo)")  # fmt: skip
+    p.add_argument("--out", metavar="DIR",
+                   help=f"report folder; one subfolder per implementation (default {REPORTS}/demo, git-ignored; "
+                   "the committed snapshot is reports/demo)")  # fmt: skip
     share = round(100 * KERNEL_SHARE)
     p.add_argument("--budget-seconds", type=float, default=DEFAULT_BUDGET, metavar="S",
                    help=f"time for both runs, {share}%% to the kernel (default {DEFAULT_BUDGET:g})")  # fmt: skip
@@ -73,12 +74,16 @@ def demo(args: argparse.Namespace) -> int:
     try:
         require("specref demo", TORCH)
         if not args.budget_seconds > 0:
-            raise ValueError(f"--budget-seconds={args.budget_seconds!r} must be > 0")
+            raise UsageError(f"--budget-seconds={args.budget_seconds!r} must be > 0")
         if not 0 < args.alpha < 1:
-            raise ValueError(f"--alpha={args.alpha!r} must lie in (0, 1)")
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-    except (MissingDependency, ValueError, OSError) as error:
+            raise UsageError(f"--alpha={args.alpha!r} must lie in (0, 1)")
+        where = args.out or str(Path(REPORTS) / "demo")
+        try:
+            out = Path(args.out or default_folder("demo"))
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise UsageError(f"--out: cannot create {where!r}: {error.strerror or error}") from None
+    except UsageError as error:  # MissingDependency among them
         print(f"specref demo: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     impl, note = choose_impl()
@@ -106,7 +111,7 @@ def _runs(impl: str, args: argparse.Namespace, out: Path, plots: bool) -> list[t
     import torch
 
     from .conformance import as_adapter, builtin_adapters, run
-    from .conformance.cli import ProgressBar
+    from .conformance.progress import ProgressBar
     from .conformance.render import write_report
     from .mutants import CATALOGUE
 
@@ -118,7 +123,7 @@ def _runs(impl: str, args: argparse.Namespace, out: Path, plots: bool) -> list[t
     try:
         for adapter, label, share in plan:
             budget = share * args.budget_seconds
-            print(f"specref demo: conforming {label} on {', '.join(SCENARIOS)} (budget {budget:.0f} s) ...",
+            print(f"specref demo: checking {label} on {', '.join(SCENARIOS)} (budget {budget:.0f} s) ...",
                   flush=True)  # fmt: skip
             with ProgressBar(label, budget) as bar:
                 report = run(adapter, seed=args.seed, budget_seconds=budget, alpha=args.alpha, scenarios=SCENARIOS,
@@ -233,6 +238,7 @@ def _small(probability: float) -> str:
 def row_catch_probability(dtype=None) -> float:
     """r = (1 - a^g) m: the probability that one row of the mutant on CATCH_SCENARIO fails t0_residual_support
     (module docstring), on the rows as given in `dtype` (default float32, as the mutant declares)."""
+    import numpy as np
     import torch
 
     from .conformance.scenarios import get
@@ -248,7 +254,7 @@ def row_catch_probability(dtype=None) -> float:
 
 def miss_probability(rows: int) -> float:
     """(1 - r)^rows: the chance that t0_residual_support sees no violation in `rows` rows of CATCH_SCENARIO."""
-    return float(np.exp(rows * np.log1p(-row_catch_probability())))
+    return math.exp(rows * math.log1p(-row_catch_probability()))
 
 
 __all__ = ["add_parser", "choose_impl", "demo", "miss_probability", "outcome", "row_catch_probability", "side_by_side"]

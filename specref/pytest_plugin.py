@@ -123,7 +123,8 @@ def settings_of(config: pytest.Config) -> Settings:
 
 def resolve_impl(spec: str, scenarios: str | None):
     """(adapter, label, scenario list) as `specref conform` resolves them; a bad IMPL is a pytest usage error."""
-    from .conformance.cli import UsageError, resolve, select_scenarios
+    from .conformance.resolve import resolve, select_scenarios
+    from .errors import UsageError
 
     try:
         adapter, label = resolve(spec)

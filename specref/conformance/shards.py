@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from .. import __version__
+from ..errors import MergeError
 from ..stats import CheckResult, ErrorBudget
 from . import checks, registry
 from .adapters import Adapter
@@ -40,10 +41,6 @@ PARTIAL = "partial"
 #: The count arrays a chain shard carries: exactly those the registered kinds declare (registry.counters). An array
 #: a Tally holds that no kind declares is an error at encoding, never silently dropped at merge.
 ARRAYS = registry.counters(CHAIN)
-
-
-class MergeError(ValueError):
-    """Shards that cannot be merged (another run, a missing or duplicate shard); the message names the folder."""
 
 
 @dataclass(frozen=True)
