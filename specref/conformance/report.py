@@ -15,6 +15,10 @@ from .adapters import Adapter
 from .plan import LAW, RULE, describe, family_of
 
 CONFORMING, NON_CONFORMING, LOSSY = "conforming", "non-conforming", "lossy by configuration"
+#: Only the forced edge probe failed (family "edge", edge_probe.py): non-conforming by default (exit 1),
+#: accepted with `--allow-edge`.
+RARE_EDGE = "non-conforming: rare edge"
+EDGE = "edge"
 PLOT_MAX_VOCAB = 64
 
 
@@ -72,6 +76,8 @@ class Report:
         failed = {family(r) for r in self.failures}
         if not failed:
             self.verdict = CONFORMING if self.adapter.rule == "exact" else lossless(self.adapter.rule)
+        elif failed == {EDGE}:
+            self.verdict = RARE_EDGE  # the law is otherwise exact; the edge is named with its probability
         elif self.adapter.lossy and LAW in failed and failed <= {LAW, RULE}:
             self.verdict = LOSSY  # lossy describes a law: it never excuses a crash or a broken invariant
         else:
@@ -164,6 +170,7 @@ class Report:
                     "rule": a.rule,
                     "lossy": a.lossy,
                     "notes": a.notes,
+                    "uniform_dtype": str(getattr(a, "uniform_dtype", None) or "") or None,
                     **({"scheme": a.scheme, "nodes": a.nodes} if a.kind == "tree" else {}),
                 },
                 "rows_as_given": precision.describe(a.dtype),
@@ -190,7 +197,7 @@ class Report:
 def _failure_line(r: CheckResult) -> str:
     if r.details.get("tier") == "T2":
         return f"FAIL {r.name}: p={r.p_value:.3g} (alpha {r.alpha:.2g}), statistic {r.statistic:.4g}, n={r.n}"
-    detail = r.details.get("error") or r.details.get("example")
+    detail = r.details.get("error") or r.details.get("edge") or r.details.get("example")
     if detail is None:
         detail = {k: v for k, v in r.details.items() if k != "tier"}
     count = "" if math.isnan(r.statistic) else f" ({int(r.statistic)} violations in {r.n} rows)"
