@@ -25,6 +25,7 @@ are not tested, never passed.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -38,6 +39,7 @@ from . import checks
 from .calls import AdapterFailure, Caller
 from .edge_locate import locate_edge
 from .passes import derive_seed
+from .plan import LAW
 from .scenarios import PROBE, Batch, Scenario, context_free, get
 
 ROWS = 64
@@ -46,7 +48,10 @@ FAMILY = "edge"
 EDGES = ("accept", "correction", "bonus")
 _ZERO_FIRST = np.array([0.0, 0.375, 0.625, 0.0])
 _WHAT = {
-    "accept": ("accepts a zero-probability draft when its accept test's float32 uniform is exactly 0", "accept test"),
+    "accept": (
+        "accepts a zero-probability draft when the float32 uniform of its accept test is exactly 0",
+        "accept test",
+    ),
     "correction": (
         "draws a zero-probability correction token when the float32 uniform of the residual draw is exactly 0",
         "correction draw",
@@ -76,7 +81,7 @@ def probe_batch(name: str, dtype: torch.dtype, rows: int = ROWS, seed: int = 0) 
 def edge_words(edge: str) -> str:
     """The sentence a verdict gives for an edge found by the probe (CPU float32 uniforms)."""
     what, per = _WHAT[edge]
-    return f"{what} (an event of probability 2^-24 per {per} on CPU)"
+    return f"{what} (at least 2^-24 per {per} on CPU)"
 
 
 def classify(batch_name: str, batch: Batch, out: np.ndarray, target_seen: np.ndarray) -> dict[int, str]:
@@ -110,7 +115,7 @@ class EdgeProbe:
 
 def edge_probe(caller: Caller, seed: int, timeout: Callable[[], float]) -> EdgeProbe:
     """Run the probe through `caller` (module docstring); raises AdapterFailure only for a hang."""
-    adapter = caller.adapter
+    adapter, started = caller.adapter, time.perf_counter()
     probe = EdgeProbe(summary={"rows": ROWS, "forced_outputs": FORCEABLE, "edges": {}, "batches": {}})
     if torch.device(adapter.device).type != "cpu":
         why = f"rare edge not shown: the verifier runs on {adapter.device}, whose generator (Philox) cannot be forced"
@@ -129,12 +134,14 @@ def edge_probe(caller: Caller, seed: int, timeout: Callable[[], float]) -> EdgeP
     for edge in EDGES:
         name = f"{KIND}[{edge}]"
         found = probe.summary["edges"].get(edge)
-        if found:
-            probe.results.append(checks.t0_result(name, 1, ROWS, {"family": FAMILY, "edge": found["words"]}))
+        if found:  # a failure of natural draws is a law failure (as t0_zero_prob_emitted); a forced-only one, an edge
+            family = LAW if found.get("natural") else FAMILY
+            probe.results.append(checks.t0_result(name, 1, ROWS, {"family": family, "edge": found["words"]}))
         elif shown.get(edge, "not probed"):
             probe.results.append(_untested(name, shown.get(edge, "not probed")))
         else:
             probe.results.append(checks.t0_result(name, 0, ROWS, {"family": FAMILY}))
+    probe.summary["seconds"] = time.perf_counter() - started  # wall time, calls and locating included
     probe.results[-1].details["forced_probe"] = probe.summary  # carried by report.json and by shards
     return probe
 
@@ -199,7 +206,7 @@ def _probe_batch(caller, probe: EdgeProbe, batch_name: str, seed: int, timeout, 
             "event_probability": event_probability("cpu", torch.float32),
         }
     if batch_name == "accept" and "accept" in probe.summary["edges"] and "correction" not in probe.summary["edges"]:
-        shown["correction"] = "not shown: the accept edge accepted the forced rows, so none drew a correction"
+        shown["correction"] = "not shown: the forced rows were accepted (the accept failure), so none drew a correction"
 
 
 def _single(shows: Callable[[list[int]], bool], positions: list[int]) -> int | None:
@@ -279,15 +286,15 @@ def markdown(record: dict) -> list[str]:
         lines.append(f"- {forced['not_shown']}.")
     else:
         read = ", ".join(f"{name} {b['outputs_read']}" for name, b in forced.get("batches", {}).items())
-        lines.append(
-            f"- No rare edge: with a float32 u = 0 forced at each of the first {forced['forced_outputs']} "
-            f"outputs of the generator (outputs read: {read}), no zero-probability token was emitted."
-        )
+        lines.append(f"- No rare edge shown: the verifier read {read} outputs of the forced generator, and with a "
+                     f"float32 u = 0 at each of the first {forced['forced_outputs']} no zero-probability token was "
+                     "emitted. This rules the edges out only where those outputs were the verifier's uniforms: one "
+                     "that draws seeds from the generator for an RNG of its own is not reached.")  # fmt: skip
     for note in (forced or {}).get("not_counted", []):
         lines.append(f"- Not counted: {note}.")
     if not probe.get("scenario"):
         lines.append("- Statistical probe: not in this run's scenarios.")
-    elif probe.get("scenario"):
+    else:
         lines.append(f"- Statistical probe ({probe['scenario']}): {probe['accept_tests_with_ratio_0']:,} accept "
                      f"tests with p/q = 0; {probe['event']}; detection probability reached: "
                      f"{probe['detection_words']}.")  # fmt: skip
