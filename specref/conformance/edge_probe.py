@@ -39,12 +39,12 @@ from . import checks
 from .calls import AdapterFailure, Caller
 from .edge_locate import locate_edge
 from .passes import derive_seed
-from .plan import LAW
+from .registry import EDGE, LAW
 from .scenarios import PROBE, Batch, Scenario, context_free, get
 
 ROWS = 64
 KIND = "rare_edge"
-FAMILY = "edge"
+FAMILY = EDGE
 EDGES = ("accept", "correction", "bonus")
 _ZERO_FIRST = np.array([0.0, 0.375, 0.625, 0.0])
 _WHAT = {
