@@ -137,3 +137,20 @@ def test_a_run_gives_the_rare_edge_verdict_and_the_exit_code_follows_allow_edge(
                                allow_edge=allow) == code  # fmt: skip
     clean = run(builtin_adapters()["batched"](), scenarios=["cf_dense_g4"], rows=2048, budget_seconds=60)
     assert clean.passed and "No rare edge shown" in render_markdown(clean.to_dict())
+
+
+def test_injected_uniforms_show_the_edges_where_the_generator_cannot_be_forced():
+    # the CUDA path (Philox cannot be forced): an adapter declaring `uniforms` is given a 0 in one column at a time
+    def injected(name, verify):
+        with Caller(Adapter(name, verify, uniforms=True, uniform_dtype=torch.float32), mode="inline") as caller:
+            return edge_probe(caller, 0, lambda: 120.0, inject=True)
+
+    from specref.batched import verify as batched_verify
+    from specref.mutants import bugs
+
+    assert _verdicts(injected("batched", batched_verify)) == {"accept": "pass", "correction": "pass", "bonus": "pass"}
+    accept = injected("accept_le", bugs.accept_le_fp32)
+    assert _verdicts(accept)["accept"] == "FAIL"
+    assert "2^-24 per accept test on cpu" in accept.summary["edges"]["accept"]["words"]
+    left = injected("left", bugs.inverse_cdf_left_search)
+    assert _verdicts(left) == {"accept": "pass", "correction": "FAIL", "bonus": "FAIL"}

@@ -113,11 +113,13 @@ class EdgeProbe:
     summary: dict = field(default_factory=dict)
 
 
-def edge_probe(caller: Caller, seed: int, timeout: Callable[[], float]) -> EdgeProbe:
-    """Run the probe through `caller` (module docstring); raises AdapterFailure only for a hang."""
+def edge_probe(caller: Caller, seed: int, timeout: Callable[[], float], inject: bool | None = None) -> EdgeProbe:
+    """Run the probe through `caller` (module docstring); raises AdapterFailure only for a hang. inject: give the
+    adapter uniforms with a 0 (it must declare `uniforms`) instead of forcing its generator; None: only off CPU."""
     adapter, started = caller.adapter, time.perf_counter()
     probe = EdgeProbe(summary={"rows": ROWS, "forced_outputs": FORCEABLE, "edges": {}, "batches": {}})
-    if torch.device(adapter.device).type != "cpu":
+    on_cpu = torch.device(adapter.device).type == "cpu" if inject is None else not inject
+    if not on_cpu and not adapter.uniforms:
         why = f"rare edge not shown: the verifier runs on {adapter.device}, whose generator (Philox) cannot be forced"
         probe.summary["not_shown"] = why
         probe.results = [_untested(f"{KIND}[{edge}]", why) for edge in EDGES]
@@ -125,7 +127,10 @@ def edge_probe(caller: Caller, seed: int, timeout: Callable[[], float]) -> EdgeP
     shown: dict[str, str | None] = {}  # edge -> None (tested, not found) or the reason it was not shown
     for batch_name in ("accept", "bonus"):
         try:
-            _probe_batch(caller, probe, batch_name, seed, timeout, shown)
+            if on_cpu:
+                _probe_batch(caller, probe, batch_name, seed, timeout, shown)
+            else:  # CUDA: Philox cannot be forced, but an adapter that accepts uniforms can be given a 0
+                _injected_batch(caller, probe, batch_name, seed, timeout, shown)
         except AdapterFailure as failure:
             probe.results.append(checks.t0_result(f"{KIND}[{batch_name}_call]", 1, ROWS, {
                 "family": FAMILY, "edge": f"the adapter failed under a forced float32 u = 0: {failure}"}))  # fmt: skip
@@ -209,6 +214,53 @@ def _probe_batch(caller, probe: EdgeProbe, batch_name: str, seed: int, timeout, 
         shown["correction"] = "not shown: the forced rows were accepted (the accept failure), so none drew a correction"
 
 
+def _injected_batch(caller, probe: EdgeProbe, batch_name: str, seed: int, timeout, shown: dict) -> None:
+    """The probe through injected uniforms [B, g+1] (an adapter declaring `uniforms`): one column 0 at a time, the
+    other natural, so each row has one zero, as in nature. The event's probability is that of the adapter's device
+    and uniform dtype (CUDA float32: 2^-25); None (float64) makes a finding not counted."""
+    adapter = caller.adapter
+    batch = probe_batch(batch_name, adapter.dtype, ROWS, seed)
+    rng = np.random.Generator(np.random.PCG64(derive_seed("edge-injected", seed, batch_name)))
+    natural = rng.uniform(2.0**-20, 1 - 2.0**-20, size=(ROWS, 2))  # [B, g+1]
+    event = event_probability(adapter.device, adapter.uniform_dtype or torch.float32)
+
+    def call(uniforms) -> dict[int, str]:
+        out, seen, _ = caller(batch, 0, timeout=timeout(), uniforms=uniforms,
+                              where={"scenario": f"edge_{batch_name}", "rows": ROWS})  # fmt: skip
+        return classify(batch_name, batch, out, seen[0])
+
+    baseline = None
+    for edge, column in ({"accept": 0, "correction": 1} if batch_name == "accept" else {"bonus": 1}).items():
+        shown[edge] = None
+        uniforms = natural.copy()
+        uniforms[:, column] = 0.0
+        rows = [r for r, e in call(uniforms).items() if e == edge]
+        if not rows:
+            continue
+        baseline = call(natural) if baseline is None else baseline
+        hits = sum(e == edge for e in baseline.values())
+        if hits:  # a failure of natural uniforms: a law failure, as in the forced probe
+            probe.summary["edges"][edge] = {"words": f"{_WHAT[edge][0].split(' when ')[0]} with no zero uniform "
+                                            f"({hits} of {ROWS} rows): not only a rare edge", "batch": batch_name,
+                                            "natural": True}  # fmt: skip
+            continue
+        if event is None:
+            probe.summary.setdefault("not_counted", []).append(
+                f"{edge} with an injected uniform of 0, which its {adapter.uniform_dtype} uniforms never are in "
+                "practice (2^-53)")  # fmt: skip
+            continue
+        exponent = f"2^{np.log2(event):.0f}"
+        words = edge_words(edge).replace("2^-24", exponent).replace("on CPU", f"on {adapter.device}")
+        probe.summary["edges"][edge] = {
+            "words": words + " (shown with an injected uniform of 0)",
+            "batch": batch_name,
+            "injected_column": column,
+            "row": rows[0],
+            "event_probability": event,
+        }
+    probe.summary["batches"][batch_name] = {"injected": True}
+
+
 def _single(shows: Callable[[list[int]], bool], positions: list[int]) -> int | None:
     """One forced position that shows the edge alone, or None; `shows(positions)` is known True. Prefixes of 1, 2,
     4, ... positions first (a row-0 edge costs a call or two), then halving inside the first prefix that shows."""
@@ -270,7 +322,7 @@ def markdown(record: dict) -> list[str]:
         tail = "; output law otherwise exact (every other check passed)" if not others else ""
         load = _load(record, "specref.conformance:builtin_adapters")
         for key, edge in forced["edges"].items():
-            if edge.get("natural"):
+            if edge.get("natural") or "injected_column" in edge:
                 lines += [f"- **{key}**: {edge['words']}.", ""]
                 continue
             lines += [
@@ -299,3 +351,28 @@ def markdown(record: dict) -> list[str]:
                      f"tests with p/q = 0; {probe['event']}; detection probability reached: "
                      f"{probe['detection_words']}.")  # fmt: skip
     return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m specref.conformance.edge_probe NAME...`: the edge probe alone on built-in adapters (`.ci/gpu-check`
+    runs it on the CUDA engines, through injected uniforms); prints each one's findings; exit 0 (findings are
+    reports, not failures), 2 for an unknown name."""
+    import json
+    import sys
+
+    from .adapters import builtin_adapters
+
+    known = builtin_adapters()
+    for name in sys.argv[1:] if argv is None else argv:
+        if name not in known:
+            print(f"edge probe: unknown built-in {name!r}; known: {', '.join(known)}", file=sys.stderr)
+            return 2
+        with Caller(known[name]()) as caller:
+            probe = edge_probe(caller, 0, lambda: 120.0)
+        verdicts = {r.name: r.status for r in probe.results}
+        print(json.dumps({"impl": name, "checks": verdicts, **probe.summary}, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
