@@ -39,6 +39,8 @@ def fake(name: str, verdict: str) -> SimpleNamespace:
     ("kernel", "mutant", "code", "words"),
     [
         ("conforming", "non-conforming", 0, "the yardstick works"),
+        ("non-conforming: rare edge", "non-conforming", 0, "keeps the target law except one rare edge, named"),
+        ("non-conforming: rare edge", "conforming", 1, "the mutant softmax_residual was not flagged"),
         ("non-conforming", "non-conforming", 1, "transformers was not found conforming (non-conforming)"),
         ("conforming", "conforming", 1, "the mutant softmax_residual was not flagged"),
         ("non-conforming", "conforming", 1, "was not found conforming"),
@@ -100,12 +102,17 @@ def test_demo_conforms_the_kernel_flags_the_mutant_and_writes_both_reports(tmp_p
     for name in (impl, demo.MUTANT):
         assert (tmp_path / name / "report.md").is_file()
         records[name] = json.loads((tmp_path / name / "report.json").read_text())
-    assert records[impl]["verdict"] == "conforming"
+    kernel_verdict = "non-conforming: rare edge" if impl == "transformers" else "conforming"
+    assert records[impl]["verdict"] == kernel_verdict  # transformers: `r_i <= probability_ratio`, named
     assert records[demo.MUTANT]["verdict"] == "non-conforming"
     assert "t0_residual_support" in records[demo.MUTANT]["caught_by"]
     header, verdicts = out.splitlines()[3:5]  # after the two progress lines and a blank one
     assert header.split() == ["transformers" if impl == "transformers" else "batched", demo.MUTANT, "(mutant)"]
-    assert verdicts.split() == ["verdict", "CONFORMING", "NON-CONFORMING"]
+    assert verdicts.split() == ["verdict", *kernel_verdict.upper().split(), "NON-CONFORMING"]
+    if impl == "transformers":
+        assert (
+            "Rare edge of transformers: accepts a zero-probability draft" in out and "r_i <= probability_ratio" in out
+        )
     assert "the yardstick works" in out and str(tmp_path / demo.MUTANT / "report.md") in out
 
     # the stated row probability r agrees with the violations the run counted

@@ -21,6 +21,7 @@ from pathlib import Path
 from ..extras import MATPLOTLIB
 from ..stats.record import CheckId, CheckResult
 from . import registry
+from .edge_probe import markdown as edge_markdown
 from .plan import describe
 from .plots import BAND_Z, PLOT_FILES, write_plots
 from .report import Report, count_statuses, counts_line
@@ -146,6 +147,7 @@ def render_markdown(record: dict) -> str:
         rest = [c["name"] for c in ordered if c not in shown]
         if rest:
             lines += [f"Also failed: {', '.join(f'`{name}`' for name in rest)}.", ""]
+    lines += edge_markdown(record)  # the forced and the statistical rare-edge probes (edge_probe.py)
     lines += ["", "## Statistical checks (T2)", "", _t2_table(t2), "", "## Deterministic checks (T0)", "",
               _t0_table(t0), ""]  # fmt: skip
     plots = [name for name in PLOT_FILES.values() if name in record.get("files", [])]

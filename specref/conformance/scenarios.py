@@ -55,10 +55,34 @@ def _one_hot(v, token) -> np.ndarray:
     return row
 
 
-#: The rare-edge probe (see _build) and the event it is sized for: one fp32 uniform equal to 0.
+#: The rare-edge probe (see _build) and the event it is sized for: one fp32 uniform equal to 0 (on CPU; see
+#: probe_event_probability for other devices and dtypes).
 PROBE = "probe_zero_ratio_g1"
 PROBE_EVENT_PROBABILITY = 2.0**-24
 PROBE_POWER = 0.99
+
+
+def probe_event_probability(device="cpu", dtype: torch.dtype | None = torch.float32) -> float | None:
+    """P(u = 0) for one uniform of `dtype` drawn by torch on `device`: CPU float32 2^-24, CUDA float32 2^-25, float64
+    None (2^-53 on CPU: never in practice, the edge is not reachable). specref.forced.event_probability."""
+    from ..forced import event_probability
+
+    return event_probability(device, dtype)
+
+
+def probe_event_words(device="cpu", dtype: torch.dtype | None = None) -> str:
+    """The probe's event in words, for a verifier on `device` drawing `dtype` uniforms (None: not declared)."""
+    assumed = dtype is None
+    dtype = torch.float32 if assumed else dtype
+    event = probe_event_probability(device, dtype)
+    kind, name = torch.device(device).type, str(dtype).replace("torch.", "")
+    if event is None:
+        return (f"a {name} uniform equal to 0 on {kind}: not reachable (float64 uniforms are 0 with probability "
+                "2^-53, never in practice)" if dtype == torch.float64
+                else f"a {name} uniform equal to 0 on {kind}: its probability is not stated (not read for this "
+                "device and dtype)")  # fmt: skip
+    note = " (float32 assumed: the verifier does not declare the dtype of its uniforms)" if assumed else ""
+    return f"a {name} uniform equal to 0 on {kind}, probability 2^{np.log2(event):.0f} per draw{note}"
 
 
 def probe_rows_needed(power: float = PROBE_POWER, event: float = PROBE_EVENT_PROBABILITY) -> int:
