@@ -83,7 +83,6 @@ typedef struct {
  * sums, the token by `before + cumsum` within it; -2 where that leaves it undecided. */
 #define BLOCKED_DRAW(GET, V, U, SUMS, RESULT)                                                                        \
     do {                                                                                                             \
-        double total_ = 0.0;                                                                                         \
         int64_t blocks_ = ((V) + DRAW_BLOCK - 1) / DRAW_BLOCK;                                                       \
         for (int64_t m_ = 0; m_ < blocks_; m_++) {                                                                   \
             int64_t start_ = m_ * DRAW_BLOCK, stop_ = start_ + DRAW_BLOCK < (V) ? start_ + DRAW_BLOCK : (V), j_;      \
@@ -94,8 +93,16 @@ typedef struct {
             double s_ = 0.0;                                                                                         \
             for (int k_ = 0; k_ < WALK_LANES; k_++) s_ += lane_[k_];                                                 \
             (SUMS)[m_] = s_;                                                                                         \
-            total_ += s_;                                                                                            \
         }                                                                                                            \
+        BLOCKED_DRAW_SUMMED(GET, V, U, SUMS, RESULT);                                                                \
+    } while (0)
+
+/* The same, given the block sums. */
+#define BLOCKED_DRAW_SUMMED(GET, V, U, SUMS, RESULT)                                                                 \
+    do {                                                                                                             \
+        double total_ = 0.0;                                                                                         \
+        int64_t blocks_ = ((V) + DRAW_BLOCK - 1) / DRAW_BLOCK;                                                       \
+        for (int64_t m_ = 0; m_ < blocks_; m_++) total_ += (SUMS)[m_];                                               \
         double threshold_ = (U) * total_, before_ = 0.0, cumulative_ = 0.0;                                         \
         int64_t m_ = 0;                                                                                              \
         for (; m_ < blocks_ - 1; m_++, before_ = cumulative_)                                                        \

@@ -12,6 +12,14 @@ static int64_t CAT(draw_w, SUFFIX)(const T *w, int64_t V, double u, double *sums
     return token;
 }
 
+/* draw_w when sums already holds w's block sums (the residual pass wrote them): no pass over w but one block */
+static int64_t CAT(draw_w_summed, SUFFIX)(const T *w, int64_t V, double u, double *sums) {
+    int64_t token = -2;
+    if (!EXACT) BLOCKED_DRAW_SUMMED(GET_W, V, u, sums, token);
+    if (token == -2) EXACT_SCAN(GET_W, V, u, token);
+    return token;
+}
+
 static int64_t CAT(draw_p, SUFFIX)(const void *p, int64_t V, double u, double *sums) {
     int64_t token = -2;
     if (!EXACT) BLOCKED_DRAW(GET_P, V, u, sums, token);
@@ -41,8 +49,8 @@ static T CAT(total, SUFFIX)(const T *w, int64_t V) {
 #define RESIDUAL_AT(j) (((p ? (T)LOAD(p, j) : w[j]) / mass) - Q_AT(j))
 #if EXACT
 static T CAT(residual, SUFFIX)(T *w, const void *p, T mass, const void *q, int64_t x, const uint8_t *mask, T qmass,
-                               int64_t V, const int64_t *tried, int64_t num_tried, float *saved) {
-    (void)tried, (void)num_tried, (void)saved;
+                               int64_t V, const int64_t *tried, int64_t num_tried, float *saved, double *sums) {
+    (void)tried, (void)num_tried, (void)saved, (void)sums;
     double total = 0.0;
     for (int64_t j = 0; j < V; j++) {
         T q_j = q ? (T)LOAD(q, j) : (T)(j == x);
@@ -82,13 +90,16 @@ static T CAT(residual, SUFFIX)(T *w, const void *p, T mass, const void *q, int64
             w[j] = v;                                                                                                \
             lane[0] += v;                                                                                            \
         }                                                                                                            \
-        for (int k = 0; k < WALK_LANES; k++) total += lane[k];                                                       \
+        double block_sum = 0.0;                                                                                      \
+        for (int k = 0; k < WALK_LANES; k++) block_sum += lane[k];                                                   \
+        sums[start / DRAW_BLOCK] = block_sum;                                                                        \
+        total += block_sum;                                                                                          \
     }
 #define Q_ROW(j) ((float)LOAD(q, j))
 #define Q_SCALED(j) ((float)LOAD(q, j) / qmass)
 #define Q_POINT(j) (mask && mask[j] ? 0.0f : (float)((j) == x) / qmass)
 static T CAT(residual, SUFFIX)(T *w, const void *p, T mass, const void *q, int64_t x, const uint8_t *mask, T qmass,
-                               int64_t V, const int64_t *tried, int64_t num_tried, float *saved) {
+                               int64_t V, const int64_t *tried, int64_t num_tried, float *saved, double *sums) {
     double total = 0.0;
     if (q && !mask) {
         RESIDUAL_LOOP(Q_ROW)
@@ -99,6 +110,7 @@ static T CAT(residual, SUFFIX)(T *w, const void *p, T mass, const void *q, int64
             float v = saved[t] / mass;
             v = v > 0.0f ? v : 0.0f;
             total += (double)v - (double)w[tried[t]];
+            sums[tried[t] / DRAW_BLOCK] += (double)v - (double)w[tried[t]];
             w[tried[t]] = v;
         }
     } else {
@@ -185,7 +197,7 @@ static void CAT(walk_row, SUFFIX)(const Walk *walk, int64_t b, Scratch *scratch)
             }
         } else { /* mss, rsd */
             T mass = 1;
-            int from_p = 1; /* w is p, not yet written */
+            int from_p = 1, sums_valid = 0; /* w is p, not yet written; sums: w's block sums (fp32 residuals) */
             int64_t tried = 0;
             for (int64_t c = first[node], k = 0; c >= 0; c = next[c], k++) {
                 int64_t x = tok[c - 1];
@@ -205,7 +217,8 @@ static void CAT(walk_row, SUFFIX)(const Walk *walk, int64_t b, Scratch *scratch)
                 }
                 reads += from_p + (q != NULL && !masked);
                 mass = CAT(residual, SUFFIX)(w, from_p ? p : NULL, mass, q, x, masked ? scratch->mask : NULL, qmass, V,
-                                             scratch->tried, tried, scratch->saved);
+                                             scratch->tried, tried, scratch->saved, scratch->sums);
+                sums_valid = !EXACT && mass != 0;
                 from_p = 0;
                 if (mass == 0) { /* numerically empty: p, normalised */
                     for (int64_t j = 0; j < V; j++) w[j] = (T)LOAD(p, j);
@@ -219,8 +232,9 @@ static void CAT(walk_row, SUFFIX)(const Walk *walk, int64_t b, Scratch *scratch)
             while (tried > 0) scratch->mask[scratch->tried[--tried]] = 0;
             if (chosen < 0) {
                 reads += from_p;
-                token = from_p ? CAT(draw_p, SUFFIX)(p, V, u[N], scratch->sums)
-                               : CAT(draw_w, SUFFIX)(w, V, u[N], scratch->sums);
+                token = from_p       ? CAT(draw_p, SUFFIX)(p, V, u[N], scratch->sums)
+                        : sums_valid ? CAT(draw_w_summed, SUFFIX)(w, V, u[N], scratch->sums)
+                                     : CAT(draw_w, SUFFIX)(w, V, u[N], scratch->sums);
                 if (token < 0) token = CAT(draw_p, SUFFIX)(p, V, u[N], scratch->sums);
             }
         }
