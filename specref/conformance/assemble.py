@@ -42,7 +42,7 @@ def build_report(adapter: Adapter, plan: RunPlan, counted: Counted, run_results:
     for s in plan.scenarios:
         adapter_results += scenario_checks(report, s, plan, counted, not_run_list)
     report.add_t0("run", adapter_results + run_results + not_run_list)
-    report.finish(ErrorBudget(alpha), wall_seconds())
+    report.finish(ErrorBudget(alpha), wall_seconds(), family_size=len(plan.alphas))
     if report.law_kept:
         report.rule_diagnosis = rule_diagnosis(counted.tallies, plan.checks, plan.alphas, adapter.rule)
     return report

@@ -60,7 +60,7 @@ class CheckKind:
     bins: str = ""  # what one outcome of the law is: "token", "accepted count", "token pair", "token sequence"
     strata: str = ""  # what a stratum is, when the law is split by one
     distance: str = "TV"  # the unit of the detectable distance it reports
-    plot: str | None = None  # plot group (render.PLOT_FILES): "first", "length", "reject"
+    plot: str | None = None  # plot group (plots.PLOT_FILES): "first", "length", "reject"
     forms: dict[str, Form] = field(default_factory=dict)
 
     def __post_init__(self):

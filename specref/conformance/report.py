@@ -90,10 +90,11 @@ class Report:
         if tally is not None and tally.scenario.vocab_size <= PLOT_MAX_VOCAB and not tally.scenario.identical_rows:
             self.plots[scenario] = _plot_series(tally)
 
-    def finish(self, budget: ErrorBudget, wall_seconds: float) -> None:
-        """Holm over the T2 family, then the verdict: contract, then law, then rule (plan.py)."""
+    def finish(self, budget: ErrorBudget, wall_seconds: float, family_size: int) -> None:
+        """Holm over the T2 family of family_size planned checks (fixed before data: ErrorBudget.holm), then the
+        verdict: contract, then law, then rule (plan.py)."""
         t2 = [i for i, r in enumerate(self.checks) if r.details.get("tier") == "T2"]
-        for i, r in zip(t2, budget.holm([self.checks[i] for i in t2])):
+        for i, r in zip(t2, budget.holm([self.checks[i] for i in t2], family_size=family_size)):
             self.checks[i] = r
         self.wall_seconds = wall_seconds
         failed = {family(r) for r in self.failures}

@@ -113,7 +113,7 @@ def shard_report(adapter: Adapter, plan: RunPlan, calls: Calls, run_results: lis
         if tally.rows:
             report.add_t0(s.name, tally.t0_results())
     report.add_t0("run", results + run_not_run)
-    report.finish(ErrorBudget(alpha), wall_seconds())
+    report.finish(ErrorBudget(alpha), wall_seconds(), family_size=len(plan.alphas))
     if not report.failures:
         report.verdict = PARTIAL
     report.shard = {
