@@ -20,7 +20,12 @@ Reach. The probe shows an edge only in a verifier that draws its uniforms from t
 copies its state into the RNG it draws from, as the transformers adapter does). The caller reports how many
 outputs of the forced stream a call read; a verifier that read fewer than one per row (a seed for its own RNG,
 numpy, an engine's sampler) or runs on CUDA (Philox cannot be forced) gets "rare edge not shown", and its checks
-are not tested, never passed.
+are not tested, never passed. Where the generator cannot be forced but the adapter declares `uniforms` (CUDA), the
+same batches are called with a 0 injected in one column at a time (`inject`).
+
+Trees: the tree harness (tree/runner.py) does not run this probe yet. Its hook is the same call after the tree
+run's run-level checks, with tree batches whose first child has p = 0 (a root coin of 0 then shows SGLang's
+`coin <= prob_acc`); it waits for the unified run of chains and trees.
 """
 
 from __future__ import annotations
