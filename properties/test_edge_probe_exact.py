@@ -178,3 +178,23 @@ def test_the_statistical_probe_states_the_event_of_the_device_and_uniform_dtype(
     batched = run(builtin_adapters()["batched"](), scenarios=["cf_dense_g4"], rows=512, budget_seconds=60)
     text = render_markdown({**batched.to_dict(), "probe": f64})  # report.md with a float64 verifier's probe
     assert text.count("no detection probability is stated") == 1 and "the event is a float64 uniform" in text
+
+
+def test_the_probe_costs_two_calls_for_a_verifier_without_the_edge_and_a_few_with_it():
+    # its cost is a count of calls of 64 rows (time is measured as a ratio in reports, never asserted here)
+    calls = []
+
+    def counted(verify):
+        def wrapper(*args, **kwargs):
+            calls.append(1)
+            return verify(*args, **kwargs)
+
+        return wrapper
+
+    from specref.batched import verify as batched_verify
+
+    _probe(Adapter("batched", counted(batched_verify)))
+    assert len(calls) == 2  # one forced call per batch
+    calls.clear()
+    _probe(Adapter("accept_le", counted(CATALOGUE["accept_le_fp32"].verify)))
+    assert len(calls) <= 6  # + the natural control, one prefix, one confirmation (the locating replay is forked)
