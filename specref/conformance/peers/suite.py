@@ -78,8 +78,9 @@ EDGE_NOTES = {
     "Its RNG is torch's global one, which the adapter sets from the harness's generator by copying its state.",
     "vllm": "u = 0 edge: not reachable. rejection_sample draws float64 uniforms on purpose (its comment cites "
     "pytorch#16706: float32 rand returns 0) and accepts when draft_prob > 0 and target_prob / draft_prob >= "
-    "uniform_prob; a float64 uniform is 0 with probability 2^-53. The adapter seeds vLLM's per-request generators "
-    "from the harness's generator, so the forced probe does not reach them (rare edge not shown).",
+    "uniform_prob; a float64 uniform is 0 with probability 2^-53. The forced probe cannot reach vLLM's uniforms: "
+    "the adapter seeds vLLM's per-request generators from the harness's generator, so the forced zeros land in "
+    "those seeds.",
     "sglang": "Latent rare edge found by reading (CUDA, not run here): the kernel (sgl-kernel "
     "csrc/speculative/speculative_sampling.cuh) accepts a child when `coin <= prob_acc / threshold_acc`, with "
     "float32 coins from torch.rand on CUDA (exactly 0 with probability 2^-25) and prob_acc the running sum of the "
