@@ -54,7 +54,12 @@ def test_three_merged_shards_equal_one_run_bit_for_bit(impl, scenarios, verdict)
     kwargs = {"seed": 5, "rows": ROWS, "scenarios": scenarios, "budget_seconds": 3600.0}
     one = run(verify, **kwargs)
     shards = shards_of(verify, 3, **kwargs)
-    assert all(record["verdict"] == PARTIAL for _, record in shards)  # no certain failure in any shard
+    # a shard decides only certain checks: partial, or non-conforming by certain failures the whole run has too
+    # (the temperature mutant draws corrections outside the residual's support on joint_markov_g2's rows)
+    certain = {c.name for c in one.checks if c.details.get("tier") == "T0" and not c.passed}
+    for _, record in shards:
+        failed = {c["name"] for c in record["checks"] if not c["passed"]}
+        assert record["verdict"] == (NON_CONFORMING if failed else PARTIAL) and failed <= certain, failed
     assert sum(record["shard"]["calls"]["cf_dense_g4"]["count"] for _, record in shards) == 4  # chunks 0..3
     merged, _ = merge_records(shards[::-1])  # in any order
     assert one.verdict == merged.verdict == verdict
