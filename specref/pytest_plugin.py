@@ -35,6 +35,8 @@ from pathlib import Path
 
 import pytest
 
+from .errors import SpecrefError, UsageError
+
 #: [tool.specref] key -> Settings field; the keys are spelled as the CLI flags.
 KEYS = {
     "impl": "impl",
@@ -124,7 +126,6 @@ def settings_of(config: pytest.Config) -> Settings:
 def resolve_impl(spec: str, scenarios: str | None):
     """(adapter, label, scenario list) as `specref conform` resolves them; a bad IMPL is a pytest usage error."""
     from .conformance.resolve import resolve, select_scenarios
-    from .errors import UsageError
 
     try:
         adapter, label = resolve(spec)
@@ -165,8 +166,8 @@ def specref_conformance(pytestconfig: pytest.Config):
 # --- the run as items ----------------------------------------------------------------------------------------------
 
 
-class SpecrefCheckFailed(Exception):
-    """A conformance check failed; the message is the full failure text."""
+class SpecrefCheckFailed(SpecrefError):
+    """A conformance check failed (a pytest item's failure); the message is the full failure text."""
 
 
 class ConformanceRun(pytest.Collector):

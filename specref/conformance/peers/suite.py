@@ -173,14 +173,15 @@ def engine_rows(out: Path, *, seed: int, budget_seconds: float, only: set[str] |
             _say(f"[peers] {b.name}: running (budget {budget_seconds:g} s)")
             rows.append(run_engine(b.name, b.load, package=package, code_path=code_path, device=device, rule=b.rule,
                                    out=out, seed=seed, budget_seconds=budget_seconds, why=why))  # fmt: skip
-        elif absent := b.missing():
+        elif b.cuda_only and not cuda:
+            rows.append(not_run(b.name, package, code_path, b.rule, f"CUDA only (no CUDA here): {facts.no_cpu} "
+                                f"`.ci/gpu-check` runs it where `{b.pip}` imports."))  # fmt: skip
+        else:
+            absent = b.missing()
             modules = ", ".join(r.module for r in absent)
             install = " && ".join(dict.fromkeys(r.install for r in absent))
             why = f"{modules} does not import here; install: {install}"
             rows.append(not_run(b.name, package, code_path, b.rule, why))
-        else:  # CUDA only, no CUDA here
-            rows.append(not_run(b.name, package, code_path, b.rule, f"CUDA only (no CUDA here): {facts.no_cpu} "
-                                f"`.ci/gpu-check` runs it where `{b.pip}` imports."))  # fmt: skip
     vllm_package = _package(BY_NAME["vllm"].engine.distributions)
     for name, package, code_path, rule, why in _no_adapter(vllm_package):
         if only is None or name in only:
