@@ -152,3 +152,12 @@ def test_miss_bound_survives_rounding_at_the_end_of_the_range():
     assert 0 < bennett.detectable_shift(2048, 1e-5, BETA, mu0, 0.5, 1.0, 6.0) < 1
     with pytest.raises(ValueError, match="shift="):
         bennett.miss_bound(2048, mu0, -5.5, h, 1.0, 6.0)
+
+
+def test_every_scenario_running_mean_tau_has_one_start_state():
+    """The power family is every law of tau on [1, g + 1] with the test's centre fixed: true for rows from one start
+    state. Several start states would centre each row on its own state's mean and widen the range of tau - m."""
+    from specref.conformance.plan import plan_for
+
+    running = [sc for sc in SCENARIOS.values() if "mean_tau" in plan_for(sc, "exact").tested]
+    assert running and all(len(sc.starts) == 1 for sc in running), [sc.name for sc in running if len(sc.starts) > 1]
