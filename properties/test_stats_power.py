@@ -141,3 +141,23 @@ def test_bennett_detectable_shift_is_covered_by_the_two_point_laws(mu0, variance
         mu1 = mu0 + sign * stated
         if lo <= mu1 <= hi:
             assert binom.pmf(k[rejects], n, (mu1 - lo) / (hi - lo)).sum() >= 1 - BETA
+
+
+def test_miss_bound_survives_rounding_at_the_end_of_the_range():
+    """The scan's last shift, h + (reach - h) * 1.0, can land a hair past lo (found by the calibration smoke test)."""
+    mu0, h = 5.986049678946055, 0.49041766938811504
+    shift = -(h + (mu0 - 1.0 - h) * 1.0)
+    assert mu0 + shift < 1.0
+    assert bennett.miss_bound(2048, mu0, shift, h, 1.0, 6.0) == 0.0  # a point mass at lo: never missed
+    assert 0 < bennett.detectable_shift(2048, 1e-5, BETA, mu0, 0.5, 1.0, 6.0) < 1
+    with pytest.raises(ValueError, match="shift="):
+        bennett.miss_bound(2048, mu0, -5.5, h, 1.0, 6.0)
+
+
+def test_every_scenario_running_mean_tau_has_one_start_state():
+    """The power family is every law of tau on [1, g + 1] with the test's centre fixed: true for rows from one start
+    state. Several start states would centre each row on its own state's mean and widen the range of tau - m."""
+    from specref.conformance.plan import plan_for
+
+    running = [sc for sc in SCENARIOS.values() if "mean_tau" in plan_for(sc, "exact").tested]
+    assert running and all(len(sc.starts) == 1 for sc in running), [sc.name for sc in running if len(sc.starts) > 1]

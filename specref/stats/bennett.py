@@ -80,8 +80,10 @@ def miss_bound(n: int, mu0: float, shift: float, half_width: float, lo: float, h
     side (half-width half_width) is not crossed: Hoeffding's Theorem 3 with the alternative's reach and its largest
     variance."""
     mu1 = mu0 + shift
-    if not lo <= mu1 <= hi:
+    slack = 1e-9 * (hi - lo)  # mu0 + (lo - mu0) need not round back to lo
+    if not lo - slack <= mu1 <= hi + slack:
         raise ValueError(f"shift={shift!r} takes the mean {mu1!r} outside [lo, hi] = [{lo!r}, {hi!r}]")
+    mu1 = min(max(mu1, lo), hi)
     gap = abs(shift) - half_width  # how far the mean must stay back towards mu0 for a miss
     if gap <= 0:
         return 1.0
