@@ -237,7 +237,7 @@ def statistic_kind(r: CheckResult, kind=None) -> str:
         return "violations"
     used = str(d.get("test_used") or "")
     if d.get("method") == "bennett":
-        return "|mean shift| (Bennett bound)"
+        return "mean shift (Bennett bound)"
     if "per position" in str(d.get("test", "")):
         return "largest |rate - p0| (exact binomial per position)"
     if used.startswith("exact binomial"):
