@@ -102,13 +102,17 @@ def render_markdown(record: dict) -> str:
             if adapter["kind"] == "pipeline"
             else f"capabilities: {', '.join(caps) or 'none beyond the verify contract'})"
         ),
-        f"- seed {record['seed']}, budget {record['budget_seconds']:g} s, wall time {record['wall_seconds']:.1f} s, "
+        f"- seed {record['seed']}, {_budget(record['budget_seconds'])}, wall time {record['wall_seconds']:.1f} s, "
         f"{rows:,} rows over {len(record['scenarios'])} scenarios",
         f"- family-wise false-alarm probability {record['alpha']:g}: Bonferroni split over the {len(t2)} T2 checks, "
         "re-verdicted by Holm; T0 checks are certain and spend none",
         "- detectable TV: the total-variation distance (mean shift in tokens for mean_tau) each check detects with "
         "probability 0.999 at its N and alpha, bins merged by expected counts included",
     ]
+    cut = [f"{name} ({sc['rows']:,} of {sc['rows_planned']:,})" for name, sc in record["scenarios"].items()
+           if "rows_planned" in sc]  # fmt: skip
+    if cut:
+        lines.append(f"- **cut short by the time budget** (rows of the fixed N asked): {', '.join(cut)}")
     if adapter.get("notes"):
         lines.append(f"- notes: {adapter['notes']}")
     if record["verdict"] == "lossy by configuration":
@@ -341,7 +345,7 @@ def write_index(root: str | os.PathLike) -> Path:
             caught = ", ".join(r.get("caught_by", [])[:3]) or "-"
             lines.append(
                 f"| [{r['impl']}]({folder.as_posix()}/report.md) | {r['verdict']} | {passed}/{len(checks)} | {caught} "
-                f"| {rows:,} | {r['wall_seconds']:.0f} | {r['budget_seconds']:g} | {r['seed']} |"
+                f"| {rows:,} | {r['wall_seconds']:.0f} | {r['budget_seconds'] or '-'} | {r['seed']} |"
             )
         lines.append("")
     path = root / "index.md"
@@ -361,6 +365,10 @@ def rebuild(root: str | os.PathLike) -> Path:
 
 if __name__ == "__main__":  # python -m specref.conformance.render [reports]
     print(rebuild(sys.argv[1] if len(sys.argv) > 1 else "reports"))
+
+
+def _budget(seconds) -> str:
+    return "no time budget (fixed rows)" if seconds is None else f"budget {seconds:g} s"
 
 
 __all__ = ["rebuild", "render_markdown", "write_index", "write_plots", "write_report"]
