@@ -79,7 +79,7 @@ def bench(session: nox.Session) -> None:
 def conformance(session: nox.Session) -> None:
     """The main job: conform the built-ins, the transformers adapter and every mutant; writes reports/."""
     install(session)
-    session.run("python", "-m", "specref.conformance.suite", *session.posargs)
+    session.run("python", "-m", "specref.conformance.suite", "--out", "reports", *session.posargs)
 
 
 @nox.session(default=False)

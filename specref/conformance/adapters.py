@@ -5,14 +5,12 @@
 capability_kwargs are passed only when declared: num_draft=[B] int64 (ragged), uniforms=[B, g+1] (the coupling
 convention of `specref.randomness`); draft_probs=None only when point_mass is declared.
 
-Built-ins (`builtin_adapters`): 'reference', 'batched', 'transformers', 'transformers-ensemble' always; the real
-engines of `specref.conformance.peers` (vLLM on CPU or CUDA, llama.cpp, and the CUDA-only FlashInfer and SGLang)
-only where their package imports.
+Built-ins (`builtin_adapters`): the rows of the table in `specref.builtins` that can run here.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -36,9 +34,21 @@ class Adapter:
     rule: str = "exact"  # the verification rule it implements: "exact" (min(1, p/q) + residual), "match", ...
     lossy: bool = False  # lossy by configuration: report the measured TV, not a bug
     notes: str = ""  # shown in reports
+    uniform_dtype: torch.dtype | None = None  # dtype of the uniforms it draws (the rare-edge event); None: undeclared
 
 
-_CAPABILITIES = ("ragged", "point_mass", "uniforms", "device", "dtype", "kind", "rule", "lossy", "notes")
+_CAPABILITIES = (
+    "ragged",
+    "point_mass",
+    "uniforms",
+    "device",
+    "dtype",
+    "kind",
+    "rule",
+    "lossy",
+    "notes",
+    "uniform_dtype",
+)
 
 
 def as_adapter(obj, name: str | None = None) -> Adapter:
@@ -107,6 +117,7 @@ def reference_adapter() -> Adapter:
         point_mass=True,
         uniforms=True,
         dtype=torch.float64,
+        uniform_dtype=torch.float64,
         notes="specref.reference.verify, one Python loop over rows on float64 lists; uniforms drawn as [B, g+1]",
     )
 
@@ -120,26 +131,27 @@ def batched_adapter() -> Adapter:
         ragged=True,
         point_mass=True,
         uniforms=True,
+        uniform_dtype=torch.float32,
         notes="specref.batched.verify: vectorised torch, no loop over B or g",
     )
 
 
 # --- transformers: transformers/generation/utils.py `_speculative_sampling` (read with inspect.getsource, 5.24) ---
 # It takes logits (we pass log(probs); log 0 = -inf, and softmax(-inf) = 0 exactly), handles one sequence, and
-# draws from torch's global RNG (rand_like, then multinomial). Per call we draw one seed from the harness's
-# generator and run the rows under torch.random.fork_rng, so the caller's global RNG state is left as it was.
+# draws from torch's global RNG (rand_like, then multinomial). Per call the global RNG takes the state of the
+# harness's generator (copied, not reseeded: a forced state from specref.forced reaches the engine's draws), the rows
+# run under torch.random.fork_rng (the caller's global RNG state is left as it was), and the generator takes the
+# global state back, so it has advanced by exactly what the engine drew.
 
 
 def _transformers_verify(target_probs, draft_probs, draft_tokens, generator=None, *, ensemble_weight=None):
     from transformers.generation.utils import _speculative_sampling
 
     batch, gamma = draft_tokens.shape
-    (seed,) = seeds_from(generator, 1)
     target_logits = target_probs.log()  # [B, g+1, V]
     draft_logits = draft_probs.log()  # [B, g, V]
     rows = []
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with torch.random.fork_rng(devices=[]), global_rng_from(generator):
         for b in range(batch):
             valid_tokens, _ = _speculative_sampling(
                 draft_tokens[b : b + 1],  # candidate_input_ids [1, g]: the prompt part is sliced away anyway
@@ -152,19 +164,31 @@ def _transformers_verify(target_probs, draft_probs, draft_tokens, generator=None
     return contract_output(rows, gamma, target_probs.device)
 
 
+@contextlib.contextmanager
+def global_rng_from(generator: torch.Generator | None):
+    """torch's global CPU RNG continues `generator`'s stream for an engine that draws from it; on exit `generator`
+    takes the global state back (it advanced by what the engine drew). Use inside torch.random.fork_rng."""
+    if generator is None or generator.device.type != "cpu":
+        raise ValueError(f"generator={generator!r}: this adapter copies a CPU torch.Generator's state into torch's "
+                         "global RNG")  # fmt: skip
+    torch.set_rng_state(generator.get_state())
+    yield
+    generator.set_state(torch.get_rng_state())
+
+
 def _transformers_ensemble_verify(target_probs, draft_probs, draft_tokens, generator=None):
     return _transformers_verify(target_probs, draft_probs, draft_tokens, generator, ensemble_weight=0.5)
 
 
 _TRANSFORMERS_NOTES = (
     "transformers.generation.utils._speculative_sampling, batch 1 per call, looped over rows; logits = log(probs). "
-    "It uses torch's global RNG: seeded per call with torch.manual_seed(seed), seed drawn from the harness's "
-    "generator, inside torch.random.fork_rng (the global state is restored afterwards)."
+    "It uses torch's global RNG: per call it takes the harness's generator's state (copied, so a forced state "
+    "reaches its draws), inside torch.random.fork_rng (the global state is restored afterwards)."
 )
 
 
 def transformers_adapter() -> Adapter:
-    return Adapter("transformers", _transformers_verify, notes=_TRANSFORMERS_NOTES)
+    return Adapter("transformers", _transformers_verify, notes=_TRANSFORMERS_NOTES, uniform_dtype=torch.float32)
 
 
 def transformers_ensemble_adapter() -> Adapter:
@@ -172,6 +196,7 @@ def transformers_ensemble_adapter() -> Adapter:
         "transformers-ensemble",
         _transformers_ensemble_verify,
         lossy=True,
+        uniform_dtype=torch.float32,
         notes=_TRANSFORMERS_NOTES + " Configured with assistant_ensemble_weight=0.5 (DIVERSE static ensemble): "
         "lossy by design.",
     )
@@ -180,32 +205,11 @@ def transformers_ensemble_adapter() -> Adapter:
 # --- registry ------------------------------------------------------------------------------------------------------
 
 
-def _importable(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 def builtin_adapters() -> dict[str, Callable[[], Adapter]]:
-    """name -> factory, for the adapters that can run here.
+    """name -> factory of the chain and pipeline built-ins that can run here, in the order of the table in
+    specref.builtins (its rows of kind kernel and pipeline whose packages import here, and CUDA for the CUDA-only
+    ones). Pipeline factories (specref.hf.pipelines, the real engines' generate) return a PipelineAdapter. Nothing
+    is imported until a factory is called."""
+    from ..builtins import BUILTINS
 
-    With transformers importable this also lists the pipeline kind (specref.hf.pipelines): whole speculative
-    generation over tiny real models, e.g. 'transformers-generate'; their factories return PipelineAdapter.
-    The real engines (specref.conformance.peers) follow, each only where its package imports (and CUDA is
-    present, for the CUDA-only ones).
-    """
-    from .peers import peer_factories
-
-    factories: dict[str, Callable[[], Adapter]] = {
-        "reference": reference_adapter,
-        "batched": batched_adapter,
-    }
-    if _importable("transformers"):
-        factories["transformers"] = transformers_adapter
-        factories["transformers-ensemble"] = transformers_ensemble_adapter
-        from ..hf.pipelines import builtin_pipelines
-
-        factories.update(builtin_pipelines())
-    factories.update(peer_factories())
-    return factories
+    return {b.name: b.load for b in BUILTINS if b.kind in ("kernel", "pipeline") and b.available()}

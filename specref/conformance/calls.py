@@ -40,6 +40,8 @@ import warnings
 import numpy as np
 import torch
 
+from ..errors import AdapterFailure
+from ..forced import outputs_used
 from .adapters import Adapter
 from .hangs import HangLimits
 from .locate import describe_error, locate, raised_at
@@ -51,18 +53,6 @@ _HERE = os.path.abspath(__file__)
 _abandoned: list[threading.Thread] = []
 #: The hang limit of a Caller made without one: no budget, this floor (seconds).
 DEFAULT_FLOOR = 30.0
-
-
-class AdapterFailure(Exception):
-    """The adapter raised, hung, crashed, or returned something that is not a [B, g+1] int64 tensor.
-
-    location: 'file:line in function' where it raised or hung (None when unknown); call: the provenance of the
-    call (scenario, seed, chunk, rows, generator_seed, dtype, device) when the caller gave one.
-    """
-
-    def __init__(self, kind: str, message: str, location: str | None = None, call: dict | None = None):
-        super().__init__(f"{kind}: {message}" + (f" (at {location})" if location else ""))
-        self.kind, self.message, self.location, self.call = kind, message, location, call
 
 
 def abandoned_threads() -> int:
@@ -116,15 +106,18 @@ def call_inputs(
     device: str = "cpu",
     ragged: bool = False,
     uniforms: np.ndarray | None = None,
+    generator_state: torch.Tensor | None = None,
 ) -> tuple[tuple, dict]:
     """(args, kwargs) exactly as the harness passes them to verify for this batch (reproduce snippets call this).
 
     num_draft is passed only to a ragged adapter and only when some row drafts fewer than g tokens.
+    generator_state: a CPU generator state (specref.forced) the generator starts in instead of the seeded one.
     """
-    return _arguments(_job(batch, generator_seed, dtype, device, ragged, uniforms)[0])
+    return _arguments(_job(batch, generator_seed, dtype, device, ragged, uniforms, generator_state)[0])
 
 
-def _job(batch: Batch, generator_seed: int, dtype, device, ragged: bool, uniforms) -> tuple[dict, tuple]:
+def _job(batch: Batch, generator_seed: int, dtype, device, ragged: bool, uniforms,
+         generator_state=None) -> tuple[dict, tuple]:  # fmt: skip
     """(what the adapter's arguments are built from, small enough to send to a worker: no [B, g+1, V] copy of a
     broadcast row; the (target, draft) probabilities as the adapter will see them, in float64)."""
     target, target_seen = _cast(batch.target_probs, dtype)
@@ -139,6 +132,7 @@ def _job(batch: Batch, generator_seed: int, dtype, device, ragged: bool, uniform
         "dtype": dtype,
         "device": str(device),
         "generator_seed": int(generator_seed),
+        "generator_state": None if generator_state is None else generator_state.numpy().copy(),
     }
     return job, (target_seen, draft_seen)
 
@@ -146,6 +140,8 @@ def _job(batch: Batch, generator_seed: int, dtype, device, ragged: bool, uniform
 def _arguments(job: dict) -> tuple[tuple, dict]:
     device, dtype = job["device"], job["dtype"]
     generator = torch.Generator(device=device).manual_seed(job["generator_seed"])
+    if job.get("generator_state") is not None:  # the edge probe's forced state (specref.forced)
+        generator.set_state(torch.from_numpy(job["generator_state"]))
     target, draft = _tensor(job["target"], dtype, device), _tensor(job["draft"], dtype, device)
     args = (target, draft, torch.from_numpy(job["tokens"].copy()).to(device), generator)
     kwargs = {}
@@ -173,7 +169,10 @@ def _execute(verify, job: dict) -> tuple:
         return ("failure", failure.kind, failure.message, None)
     except BaseException as error:  # noqa: BLE001 -- anything the adapter raises is a verdict, not a crash
         return ("failure", "exception", describe_error(error), raised_at(error.__traceback__, verify, skip=_HERE))
-    return ("ok", tokens, time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    if job.get("generator_state") is None:
+        return ("ok", tokens, seconds)
+    return ("ok", tokens, seconds, outputs_used(args[3].get_state()))  # how far the forced stream was read
 
 
 def _as_tokens(out, shape: tuple[int, int]) -> np.ndarray:
@@ -199,6 +198,7 @@ class Caller:
         self.mode = mode or call_mode(adapter)
         self.limits = limits or HangLimits(None, DEFAULT_FLOOR)
         self.workers_started = 0
+        self.outputs_used: int | None = None  # outputs of a forced generator state the last call read
         self._process = self._conn = self._dump = None
 
     def __enter__(self) -> Caller:
@@ -216,14 +216,18 @@ class Caller:
         uniforms: np.ndarray | None = None,
         dtype: torch.dtype | None = None,
         where: dict | None = None,
+        generator_state: torch.Tensor | None = None,
     ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray | None], float]:
         """(tokens [B, g+1] int64, (target, draft) probabilities as the adapter saw them, seconds in the adapter).
 
         timeout: seconds before the call is declared hung (default: the hang limit of its scenario, hangs.py).
         Raises AdapterFailure (kind 'exception', 'malformed', 'hang' or 'crash'), with `where` as its call.
+        generator_state: a forced CPU generator state (specref.forced); `self.outputs_used` then tells how many
+        outputs of it the call read (None: past the forced ones, or the generator was not read as a stream).
         """
         dtype = dtype or self.adapter.dtype
-        job, seen = _job(batch, generator_seed, dtype, self.adapter.device, self.adapter.ragged, uniforms)
+        job, seen = _job(batch, generator_seed, dtype, self.adapter.device, self.adapter.ragged, uniforms,
+                         generator_state)  # fmt: skip
         rows = len(batch.num_draft)
         key, elements = _rate_key(where, uniforms), int(np.prod(batch.target_probs.shape[1:]))
         timeout = self.limits.limit(key, rows, elements) if timeout is None else timeout
@@ -236,6 +240,7 @@ class Caller:
         if reply[0] == "failure":
             raise AdapterFailure(reply[1], reply[2], reply[3], where)
         self.limits.record(key, rows, elements, reply[2])
+        self.outputs_used = reply[3] if len(reply) > 3 else None
         return reply[1], seen, reply[2]
 
     def hang_limit(self, rows: int, elements: int, where: dict | None = None) -> float:

@@ -26,7 +26,7 @@ def rule_diagnosis(tallies: dict, declared: str, alpha: float) -> dict:
     observed = expected = 0.0
     for tally in tallies.values():
         sc = tally.scenario
-        if tally.rows and not (sc.probe or sc.identical_rows or sc.point_mass or sc.name.startswith("joint_")):
+        if tally.rows and not (sc.probe or sc.identical_rows or sc.point_mass or sc.joint):
             o, e = tally.mean_accepted("exact")
             observed, expected = observed + o, expected + e
     out["acceptance_ratio"] = observed / expected if expected else None

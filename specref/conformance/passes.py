@@ -23,6 +23,7 @@ from . import checks
 from .adapters import Adapter
 from .calls import AdapterFailure, Caller
 from .joint import joint_counts
+from .kinds import JOINT_TOKENS
 from .scenarios import Scenario, probe_rows_needed
 
 #: Rows past which a scenario's checks gain little (TV detectable ~0.005 on small vocabularies).
@@ -30,7 +31,6 @@ MAX_ROWS = {"default": 400_000, "large_v8193_g2": 200_000, "large_v151936_g1": 2
 MIN_ROWS = 256
 #: The most of the budget the rare-edge probe may take (it stops earlier once it reaches its target power).
 PROBE_SHARE = 0.45
-JOINT_TOKENS = 3
 #: A call sized to the time left has at least this many rows; a first call, at least MIN_FIRST_ROWS.
 MIN_CALL_ROWS, MIN_FIRST_ROWS = 64, 2
 #: The most of the time left the probe pass may take, in equal shares per scenario left.
@@ -168,7 +168,7 @@ def _scenario_pass(caller, s: Scenario, calls: Calls, seed: int, fixed: int | No
     """One scenario's main pass, up to its cap (the fixed N, or the rows that buy little more) or its slice."""
     tally = calls.tallies[s.name]
     cap = fixed if fixed is not None else _max_rows(s)
-    if s.name.startswith("joint_"):
+    if s.joint:
         call = functools.partial(feed, caller, s, calls, seed=seed, clock=clock)
         tally.joint = joint_counts(call, s, cap, JOINT_TOKENS, slice_end=slice_end, deadline=clock.deadline,
                                    owns=lambda batch: owns(batch + 1))  # fmt: skip

@@ -20,6 +20,10 @@ equal share of the time left, and stops early at the rows that buy it little mor
 rolls on to the next. A slow adapter (a row loop) thus gets the largest N its budget allows, and the report states
 the TV each check could detect at that N.
 
+Rare edges. After the run-level checks, the deterministic edge probe (edge_probe.py) calls the adapter a few times
+with forced CPU generator states (specref.forced): a float32 u = 0 at chosen draws shows `u <= p/q` or a left-side
+inverse CDF in one call; its records (family "edge") join the run-level checks.
+
 Calls. Every call goes through calls.Caller: CPU adapters run in a forked worker process (a hang is killed, a
 crash is a verdict), others in a thread (a hang is abandoned). An exception, a crash or malformed output fails
 that scenario's adapter check (with the raising line and the call's provenance) and the run goes on; a hang stops
@@ -35,8 +39,9 @@ from collections.abc import Callable
 from . import laws
 from .adapters import as_adapter
 from .assemble import build_report
-from .calls import Caller
+from .calls import AdapterFailure, Caller
 from .diagnosis import rule_diagnosis
+from .edge_probe import EdgeProbe, edge_probe
 from .hangs import HangLimits
 from .passes import Calls, Clock, Sizing, derive_seed, main_pass, probe_pass
 from .report import Report
@@ -71,7 +76,7 @@ def run(
     budget_seconds: the run's time budget; default DEFAULT_BUDGET (300 s), or none at all when `rows` is given.
     rows: a fixed number of rows per scenario (or a dict scenario name -> rows) instead of sizing by time
     (reproducible N, as CI tests want). Every scenario gets its rows unless budget_seconds is also given; then the
-    budget bounds the run, and a scenario it cut short is named in the report (Report.short_rows).
+    budget bounds the run, and a scenario it cut short is named in the report (Report.cut_short).
     started: the time.perf_counter() the budget counts from (default: now; the CLI gives its process's start).
     shard: (K, N) or "K/N": run only the K-th of N disjoint parts of the run (fixed rows needed) and return a
     ShardReport whose to_dict()["shard"] holds the counts; `shards.merge` sums N of them into the run's report.
@@ -99,6 +104,8 @@ def run(
         if not calls.stopped:
             main_pass(caller, plan.scenarios, calls, seed, sizing, clock, tell)  # calls: the main pass
         run_results, run_not_run = run_checks(caller, seed, clock, calls.stopped) if sizing.owns(0) else ([], [])
+        edge = forced_edge_probe(caller, calls, seed, clock) if sizing.owns(0) else None  # edge_probe.py
+        run_results += edge.results if edge else []
     if part is not None:
         return shard_report(adapter, plan, calls, run_results, run_not_run, shard=part, rows=sizing.rows, seed=seed,
                             budget_seconds=budget_seconds, alpha=alpha, wall_seconds=clock.elapsed)  # fmt: skip
@@ -108,6 +115,17 @@ def run(
         report.scenarios[name]["rows_planned"] = fixed
     tell("done", 1.0)
     return report
+
+
+def forced_edge_probe(caller: Caller, calls: Calls, seed: int, clock: Clock) -> EdgeProbe | None:
+    """The deterministic rare-edge probe (edge_probe.py), unless a hang stopped the run's calls."""
+    if calls.stopped:
+        return None
+    try:
+        return edge_probe(caller, seed, lambda: None)  # None: the hang limit of the call (hangs.py)
+    except AdapterFailure as failure:  # a hang under a forced state: the run's calls stop here
+        calls.stopped = f"the run stopped calling the adapter after a hang in the edge probe ({failure})"
+        return None
 
 
 def _check_arguments(budget_seconds: float | None, alpha: float) -> None:
