@@ -12,7 +12,7 @@ import pytest
 from scipy.stats import binom
 
 from specref.conformance import laws
-from specref.conformance.scenarios import context_free
+from specref.conformance.scenarios import SCENARIOS, context_free
 from specref.stats import bennett, mean_ci
 
 pytestmark = pytest.mark.exact
@@ -30,12 +30,20 @@ DRAFT_ROW = [0.00477092927548635, 0.10063661026855744, 0.00222263543143058, 0.01
              0.02377326215212294, 0.01895800913481762, 0.02785995289612591, 0.00258264482148054]  # fmt: skip
 
 
-def _null():
-    sc = context_free("cf_near_equal_g4", "the case of issue 20", np.array(TARGET_ROW), np.array(DRAFT_ROW), 4)
+def _null(sc=None):
+    """(law of A, tau, mu0, Var tau) on full-draft rows; sc defaults to the issue's case."""
+    if sc is None:
+        sc = context_free("cf_near_equal_g4", "the case of issue 20", np.array(TARGET_ROW), np.array(DRAFT_ROW), 4)
     law = laws.length_law(sc, 0, sc.gamma, "exact")  # [g + 1]: P(A = a) on full-draft rows; tau = A + 1
     tau = np.arange(1, sc.gamma + 2)
     mu0 = float(law @ tau)
     return law, tau, mu0, float(law @ (tau - mu0) ** 2)
+
+
+def _stated(mu0: float, variance: float) -> float:
+    summary = (N, N * mu0, N * (variance + mu0 * mu0))
+    return mean_ci(summary=summary, expected_mean=mu0, alpha=ALPHA, known_variance=variance, bounds=(1, 5),
+                   method="bennett").detectable_tv  # fmt: skip
 
 
 def _sum_law(law: np.ndarray, n: int) -> np.ndarray:
@@ -73,16 +81,21 @@ def test_mean_tau_power_before_and_after():
         bennett.half_widths(N, 2 * BETA, variance, up, down)
     )
     assert before == pytest.approx(0.0187, abs=5e-5)
+    assert before / (mu0 - 1) == pytest.approx(0.0047, abs=5e-5)  # the extra rejection's probability
     assert _exact_power(_extra_rejection(law, before, mu0), tau, mu0, variance) == pytest.approx(0.884, abs=1e-3)
     # after: the check states a larger shift, and the same alternative at that shift has power >= 0.999
-    summary = (N, N * mu0, N * (variance + mu0 * mu0))
-    after = mean_ci(summary=summary, expected_mean=mu0, alpha=ALPHA, known_variance=variance, bounds=(1, 5),
-                    method="bennett").detectable_tv  # fmt: skip
+    after = _stated(mu0, variance)
     assert after == pytest.approx(0.0389, abs=5e-4)
     assert _exact_power(_extra_rejection(law, after, mu0), tau, mu0, variance) >= 1 - BETA
     # and at every larger shift of that kind
     for shift in np.linspace(after, 0.5, 12)[1:].tolist():
         assert _exact_power(_extra_rejection(law, shift, mu0), tau, mu0, variance) >= 1 - BETA, shift
+
+
+def test_mean_tau_power_on_the_scenario_as_the_catalogue_gives_it():
+    law, tau, mu0, variance = _null(SCENARIOS["cf_near_equal_g4"])
+    stated = _stated(mu0, variance)
+    assert _exact_power(_extra_rejection(law, stated, mu0), tau, mu0, variance) >= 1 - BETA
 
 
 def test_the_power_bound_grows_with_the_variance_and_bounds_the_two_point_law():
@@ -111,7 +124,7 @@ def test_mean_tau_power_holds_on_the_worst_law_of_the_family():
         shifts = (5.0 * N - 4.0 * k) / N - mu0
         rejects = np.array([bennett.p_value(N, s, variance, up, down) <= ALPHA for s in shifts.tolist()])
         assert binom.pmf(k[rejects], N, ones).sum() >= 1 - BETA, shift
-    # the upward side has no room (mu0 is 8e-4 below g + 1): the statement covers it vacuously
+    # the upward side has no room (mu0 is 8.5e-4 below g + 1): the statement covers it vacuously
     assert stated > 0 and up < stated
 
 

@@ -251,7 +251,9 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         items.append(CheckItem.from_parent(run_node, name="run", check=None, error=error + traceback.format_exc()))
         return
     record = report.to_dict()
-    record["spec"] = settings.impl
+    from .conformance.snippets import absolute_spec
+
+    record["spec"] = absolute_spec(settings.impl)
     config.stash[_REPORT] = report
     items.extend(CheckItem.from_parent(run_node, name=check.name, check=check, record=record)
                  for check in report.checks)  # fmt: skip

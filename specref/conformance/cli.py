@@ -34,6 +34,7 @@ from ..extras import MATPLOTLIB, TORCH, adapter_requirements, notice, require
 from ..outputs import REPORTS, default_folder
 from .progress import ProgressBar
 from .resolve import list_builtins, resolve, select_scenarios
+from .snippets import absolute_spec
 
 EXIT_CONFORMING, EXIT_NON_CONFORMING, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -127,7 +128,7 @@ def conform(args: argparse.Namespace) -> int:
     return _leave_if_abandoned(
         run_and_report(
             adapter,
-            spec=args.impl,
+            spec=absolute_spec(args.impl),
             out_dir=out_dir,
             json_file=args.json,
             seed=args.seed,

@@ -132,9 +132,17 @@ def render_markdown(record: dict) -> str:
         lines.append(f"- **cut short by the time budget** (rows of the fixed N asked): {', '.join(cut)}")
     probe = record.get("probe") or {}
     if probe:
-        lines.append(f"- rare-edge probe ({probe['scenario']}): {probe['accept_tests_with_ratio_0']:,} accept tests "
-                     f"with p/q = 0 (target {probe['target_rows']:,}); it sees {probe['event']} at least once with "
-                     f"probability {probe['detection_probability']:.3g}; it catches {probe['catches']}")  # fmt: skip
+        if probe.get("detection_probability") is None:  # float64 uniforms: the event cannot happen (edge_probe.py)
+            lines.append(
+                f"- rare-edge probe ({probe['scenario']}): {probe['accept_tests_with_ratio_0']:,} accept "
+                f"tests with p/q = 0; the event is {probe['event']}, so no detection probability is stated"
+            )
+        else:
+            lines.append(
+                f"- rare-edge probe ({probe['scenario']}): {probe['accept_tests_with_ratio_0']:,} accept "
+                f"tests with p/q = 0 (target {probe['target_rows']:,}); it sees {probe['event']} at least once "
+                f"with probability {probe['detection_probability']:.3g}; it catches {probe['catches']}"
+            )
     if adapter.get("notes"):
         lines.append(f"- notes: {adapter['notes']}")
     if record["verdict"] == "lossy by configuration":

@@ -68,10 +68,35 @@ FINDINGS = {
 }
 
 
+#: The u = 0 edge (a float32 uniform of exactly 0 meeting a non-strict test or a left-side inverse CDF), per engine:
+#: what its code and RNG allow, read in its source; added to the row's notes whatever the verdict (the forced edge
+#: probe, specref.conformance.edge_probe, shows it where the engine draws from the harness's generator).
+EDGE_NOTES = {
+    "transformers": "Rare edge (forced edge probe, one call): `is_accepted = r_i <= probability_ratio` on "
+    "`r_i = torch.rand_like(...)` (float32, transformers/generation/utils.py _speculative_sampling) accepts a draft "
+    "of target probability 0 when r_i is exactly 0, 2^-24 per accept test on CPU; the output law is otherwise exact. "
+    "Its RNG is torch's global one, which the adapter sets from the harness's generator by copying its state.",
+    "vllm": "u = 0 edge: not reachable. rejection_sample draws float64 uniforms on purpose (its comment cites "
+    "pytorch#16706: float32 rand returns 0) and accepts when draft_prob > 0 and target_prob / draft_prob >= "
+    "uniform_prob; a float64 uniform is 0 with probability 2^-53. The adapter seeds vLLM's per-request generators "
+    "from the harness's generator, so the forced probe does not reach them (rare edge not shown).",
+    "sglang": "Latent rare edge found by reading (CUDA, not run here): the kernel (sgl-kernel "
+    "csrc/speculative/speculative_sampling.cuh) accepts a child when `coin <= prob_acc / threshold_acc`, with "
+    "float32 coins from torch.rand on CUDA (exactly 0 with probability 2^-25) and prob_acc the running sum of the "
+    "children's target probabilities: a first child of target probability 0 is accepted when the coin is 0. "
+    "`.ci/gpu-check` shows it in one call through injected uniforms where sgl_kernel imports.",
+}
+EDGE_NOTES["vllm-rejection-sample"] = EDGE_NOTES["vllm"]
+EDGE_NOTES["sglang-tree"] = EDGE_NOTES["sglang"]
+
+
 def with_findings(row: Row) -> Row:
     verdict, text = FINDINGS.get((row.engine, row.package), (None, ""))
     if row.verdict == verdict and text not in row.why:
         row.why = f"{row.why} {text}".strip()
+    edge = EDGE_NOTES.get(row.engine, "")
+    if edge and edge not in row.why:
+        row.why = f"{row.why} {edge}".strip()
     return row
 
 
