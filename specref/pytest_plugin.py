@@ -52,13 +52,13 @@ KEYS = {
 class Settings:
     impl: str | None = None
     seed: int = 0
-    budget_seconds: float = 300.0
+    budget_seconds: float | None = None  # None: 300 s, or no time cap when rows are fixed (as the CLI)
     alpha: float = 1e-3
     rows: int | None = None
     scenarios: str | None = None  # comma-separated, as `specref conform --scenarios`
 
     def validate(self) -> Settings:
-        if not self.budget_seconds > 0:
+        if self.budget_seconds is not None and not self.budget_seconds > 0:
             raise pytest.UsageError(f"specref: budget-seconds={self.budget_seconds!r} must be > 0")
         if not 0 < self.alpha < 1:
             raise pytest.UsageError(f"specref: alpha={self.alpha!r} must lie in (0, 1)")
@@ -76,7 +76,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--specref-seed", type=int, metavar="N", help="seed of the scenarios and generators (default 0)")
     group.addoption("--specref-budget-seconds", type=float, metavar="S",
-                    help="time budget; N per check is sized to it (default 300)")  # fmt: skip
+                    help="time budget; N per check is sized to it (default 300; none with rows)")  # fmt: skip
     group.addoption("--specref-alpha", type=float, metavar="A",
                     help="family-wise false-alarm probability of the run (default 1e-3)")  # fmt: skip
     group.addoption("--specref-rows", type=int, metavar="N",
@@ -150,6 +150,12 @@ def conformance_run(settings: Settings, verify=None, **overrides):
     extra = {} if settings.rows is None else {"rows": settings.rows}
     return run(verify, seed=settings.seed, budget_seconds=settings.budget_seconds, alpha=settings.alpha,
                scenarios=scenarios, **extra)  # fmt: skip
+
+
+def _budget_words(settings: Settings) -> str:
+    if settings.budget_seconds is None:
+        return "no time cap: fixed rows" if settings.rows is not None else "budget 300 s"
+    return f"budget {settings.budget_seconds:g} s"
 
 
 @pytest.fixture
@@ -236,7 +242,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.write_line(
-            f"specref: running the conformance suite on {settings.impl} (budget {settings.budget_seconds:g} s, "
+            f"specref: running the conformance suite on {settings.impl} ({_budget_words(settings)}, "
             f"alpha {settings.alpha:g}, seed {settings.seed})"
         )
     try:
