@@ -33,6 +33,7 @@ from specref.conformance import run
 from specref.conformance.cli import resolve
 from specref.conformance.render import write_index, write_report
 from specref.conformance.scenarios import get
+from specref.outputs import REPORTS
 from specref.stats import min_num_samples_chisquare
 
 IMPLS = Path(__file__).parent / "external_impls"
@@ -75,7 +76,7 @@ def test_usage_errors_exit_2_through_the_cli(tmp_path, args, message):
     result = conform(*args, cwd=tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
     assert message in result.stderr
-    assert not (tmp_path / "reports").exists()
+    assert not (tmp_path / REPORTS).exists()
 
 
 @pytest.mark.exact
@@ -134,7 +135,7 @@ def test_a_hang_is_abandoned_and_reported_through_the_cli(tmp_path):
                      cwd=tmp_path, env={"SPECREF_MIN_CALL_TIMEOUT": "3"})  # fmt: skip
     assert result.returncode == 1, result.stdout + result.stderr
     assert "FAIL adapter[cf_dense_g4]" in result.stdout and "hang: no result within" in result.stdout
-    record = json.loads((tmp_path / "reports" / "broken.hangs" / "report.json").read_text())
+    record = json.loads((tmp_path / REPORTS / "broken.hangs" / "report.json").read_text())
     assert record["verdict"] == "non-conforming" and record["caught_by"][0] == "adapter"
 
 
@@ -154,7 +155,7 @@ def test_correct_external_impls_conform(tmp_path, spec, folder, rows):
     result = conform(impl(spec), *args, "--json", "verdict.json", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert ": CONFORMING" in result.stdout
-    out = tmp_path / "reports" / folder
+    out = tmp_path / REPORTS / folder
     record = json.loads((out / "report.json").read_text())
     assert json.loads((tmp_path / "verdict.json").read_text())["verdict"] == record["verdict"] == "conforming"
     assert record["alpha"] == pytest.approx(ALPHA, rel=1e-5)
@@ -196,9 +197,9 @@ def test_buggy_external_impls_are_caught(tmp_path, attr, scenario, rows, caught_
     result = conform(impl(f"buggy.py:{attr}"), *args, cwd=tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "NON-CONFORMING" in result.stdout
-    record = json.loads((tmp_path / "reports" / f"buggy.{attr}" / "report.json").read_text())
+    record = json.loads((tmp_path / REPORTS / f"buggy.{attr}" / "report.json").read_text())
     assert caught_by in record["caught_by"]
-    assert "Reproduce:" in (tmp_path / "reports" / f"buggy.{attr}" / "report.md").read_text()
+    assert "Reproduce:" in (tmp_path / REPORTS / f"buggy.{attr}" / "report.md").read_text()
 
 
 @pytest.mark.statistical

@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 
 from specref import extras
+from specref.builtins import BUILTINS, BY_NAME
 from specref.cli import main
+from specref.outputs import REPORTS
 
 REPO = Path(__file__).resolve().parents[1]
 BROKEN = str(REPO / "properties" / "external_impls" / "broken.py:ids_out_of_range")
@@ -59,8 +61,9 @@ def test_every_transformers_builtin_is_registered():
     names = [n for n in builtin_adapters() if n.startswith("transformers")] + list(builtin_pipelines())
     assert len(names) >= 4
     for name in names:
-        assert extras.TRANSFORMERS in extras.ADAPTER_REQUIREMENTS[name], name
-        assert extras.adapter_requirements(name)[0] == extras.TORCH
+        assert extras.TRANSFORMERS in BY_NAME[name].needs, name
+        assert extras.adapter_requirements(name) == (extras.TORCH, *BY_NAME[name].needs)
+    assert extras.adapter_requirements("my_file.py:verify") == (extras.TORCH,)
 
 
 @pytest.mark.exact
@@ -103,24 +106,24 @@ def test_missing_transformers_exits_2_at_once_without_importing_torch(tmp_path):
     )
     torch_imported, seconds = result.stdout.split()
     assert torch_imported == "False", seconds  # torch's import alone takes seconds: "at once" means not importing it
-    assert not (tmp_path / "reports").exists()
+    assert not (tmp_path / REPORTS).exists()
 
 
 @pytest.mark.exact
-@pytest.mark.parametrize("name", sorted(extras.ADAPTER_REQUIREMENTS))
+@pytest.mark.parametrize("name", sorted(b.name for b in BUILTINS if b.needs))
 def test_every_registered_builtin_exits_2_naming_its_install_command(monkeypatch, capsys, tmp_path, name):
     monkeypatch.chdir(tmp_path)
-    requirements = extras.ADAPTER_REQUIREMENTS[name]
+    requirements = BY_NAME[name].needs
     block(monkeypatch, *(r.module for r in requirements))
     assert main(["conform", name]) == 2
     err = capsys.readouterr().err
     for requirement in requirements:
         assert requirement.module in err and requirement.install in err, err
-    assert not (tmp_path / "reports").exists()
+    assert not (tmp_path / REPORTS).exists()
 
 
 @pytest.mark.exact
-@pytest.mark.parametrize("args", [["--list"], [BROKEN], ["batched"]])
+@pytest.mark.parametrize("args", [[BROKEN], ["batched"]])
 def test_missing_torch_exits_2_naming_the_torch_extra(tmp_path, args):
     result = run_blocked(["torch"], f"from specref.cli import main\nsys.exit(main(['conform', *{args!r}]))", tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
@@ -143,7 +146,19 @@ def test_list_names_what_unavailable_builtins_need(monkeypatch, capsys):
     assert main(["conform", "--list"]) == 0
     out = capsys.readouterr().out
     assert "  reference " in out and "  batched " in out
-    assert f"transformers                 (needs transformers: {TRANSFORMERS_INSTALL})" in out
+    line = next(line for line in out.splitlines() if line.startswith("  transformers "))
+    assert line.endswith(f"[kernel]  (needs transformers: {TRANSFORMERS_INSTALL})"), line
+    assert "  reference " in out and "(needs" not in next(x for x in out.splitlines() if x.startswith("  reference "))
+
+
+@pytest.mark.exact
+def test_list_works_without_torch_and_says_what_each_builtin_needs(tmp_path):
+    """--list imports no torch: without it every built-in is listed with the torch extra's command."""
+    result = run_blocked(["torch"], "from specref.cli import main\nsys.exit(main(['conform', '--list']))", tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for b in BUILTINS:
+        line = next(x for x in result.stdout.splitlines() if x.startswith(f"  {b.name} "))
+        assert "(needs torch" in line and "pip install 'specref[torch]'" in line, line
 
 
 @pytest.mark.exact

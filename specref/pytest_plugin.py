@@ -4,9 +4,11 @@
     pytest --specref-impl batched --specref-rows 20000 --specref-scenarios cf_dense_g4,markov_g5
 
 IMPL is resolved exactly as `specref conform IMPL` resolves it. The run happens once, at collection; each check
-becomes an item `specref[<impl>]::<check>[<scenario>]`: a failure shows the check, its p-value, the TV it could
-detect and a snippet that rebuilds the failing batch; a check that could not fail (it spent no alpha) is skipped
-with its reason. The verdict and the summary are printed at the end of the session.
+becomes an item `specref[<impl>]::<check>[<scenario>]`, rendered from the check's record in report.json (the one
+record every output reads): a failure shows the check, its p-value, the detectable TV and a snippet that rebuilds
+the failing batch; a check that was not run is a failure with its reason; a check that could not fail (not tested:
+it spent no alpha) is skipped with its reason. The verdict and the summary (Report.summary(), the counts the
+terminal and report.md state) are printed at the end of the session.
 
 Settings come from `--specref-*` options, then from `[tool.specref]` in the project's pyproject.toml (options win):
 
@@ -121,7 +123,8 @@ def settings_of(config: pytest.Config) -> Settings:
 
 def resolve_impl(spec: str, scenarios: str | None):
     """(adapter, label, scenario list) as `specref conform` resolves them; a bad IMPL is a pytest usage error."""
-    from .conformance.cli import UsageError, resolve, select_scenarios
+    from .conformance.resolve import resolve, select_scenarios
+    from .errors import UsageError
 
     try:
         adapter, label = resolve(spec)
@@ -181,10 +184,15 @@ class CheckItem(pytest.Item):
     def runtest(self) -> None:
         if self.error is not None:
             raise SpecrefCheckFailed(self.error)
-        if "not_tested" in self.check.details:
-            pytest.skip(self.check.details["not_tested"])
-        if not self.check.passed:
+        record = self.record_of_check()
+        if record["status"] == "not tested":
+            pytest.skip(f"not tested: {record['reason']}")
+        if record["status"] != "passed":  # failed, or not run (a failure with its reason)
             raise SpecrefCheckFailed(failure_text(self.check, self.record))
+
+    def record_of_check(self) -> dict:
+        """This check's record in report.json (report.check_record): the one every output renders."""
+        return next(c for c in self.record["checks"] if c["name"] == self.check.name)
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, SpecrefCheckFailed):
@@ -198,19 +206,24 @@ class CheckItem(pytest.Item):
 def failure_text(check, record: dict) -> str:
     """The check, its p-value, alpha and detectable TV, then the report's failure section (with its reproduce
     snippet, rendered as report.md renders it)."""
-    from .conformance.render import _failure_section
+    from .conformance.render import failure_section
 
     details = check.details
-    if details.get("tier") == "T2":
+    as_dict = next(c for c in record["checks"] if c["name"] == check.name)
+    if as_dict["status"] == "not run":
+        head = f"{check.name} not run ({details.get('family', '')} check): {as_dict['reason']}; a failure"
+    elif details.get("tier") == "T2":
         tv = "n/a" if math.isnan(check.guaranteed_tv) else f"{check.guaranteed_tv:.4g}"
         head = (f"{check.name} failed ({details.get('family', '')} check): p-value {check.p_value:.3g} <= alpha "
                 f"{check.alpha:.3g}; detectable TV {tv} (power 0.999 at N = {check.n:,})")  # fmt: skip
     else:
+        rows = f" in {check.n:,} rows" if check.n else ""
+        count = f"{int(check.statistic)} violations{rows}" if not math.isnan(check.statistic) else "n/a"
+        if details.get("error"):
+            count = f"the adapter failed: {details['error']}"
         head = (f"{check.name} failed ({details.get('family', '')} check, T0): p-value 0, a certain failure "
-                f"({int(check.statistic) if not math.isnan(check.statistic) else 'n/a'} violations in {check.n:,} "
-                "rows); detectable TV: any (one violation suffices)")  # fmt: skip
-    as_dict = next(c for c in record["checks"] if c["name"] == check.name)
-    return "\n".join([head, f"verdict of the run: {record['verdict']}", *_failure_section(as_dict, record)]).rstrip()
+                f"({count}); detectable TV: any (one violation suffices)")  # fmt: skip
+    return "\n".join([head, f"verdict of the run: {record['verdict']}", *failure_section(as_dict, record)]).rstrip()
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:

@@ -23,10 +23,12 @@ import math
 import numpy as np
 from scipy.stats import binomtest, chi2, kstest, ncx2, norm
 
+from ..conformance import registry
 from ..conformance.report import kind_of
 from ..conformance.scenarios import Scenario
 from ..stats import ErrorBudget
 from ..stats.power import binomial_power, rule_critical
+from ..stats.record import CheckId
 from .sweep import Sweep, untested
 
 LEVELS = (0.05, 0.01, 0.001)
@@ -161,7 +163,8 @@ def _tv(observed, expected) -> float:
 def pooled_distance(s: Scenario, kind: str, pooled: dict) -> float:
     """The distance a check measures, from the report series pooled over seeds (sweep._pool): TV of the first-token
     law or of the full-draft length law, the reached-weighted |rate - Z| of the reject rate; NaN for the others."""
-    if kind in ("first_token_law", "batch_composition", "point_mass_law") and "first.observed" in pooled:
+    plot = registry.get(kind).plot
+    if plot == "first" and "first.observed" in pooled:
         return _tv(pooled["first.observed"], pooled["first.expected"])
     if kind == "accepted_length_law" and "length.observed" in pooled:
         return _tv(pooled["length.observed"], pooled["length.expected"])
@@ -184,12 +187,13 @@ def designed_power(records: list, distance: float) -> float:
         return math.nan
     n = float(np.median([r.n for r in records]))
     alpha = float(np.median([r.details.get("holm", {}).get("bonferroni_alpha", r.alpha) for r in records]))
-    if records[0].name.startswith("mean_tau"):
+    kind = registry.get(records[0].id.kind)
+    if kind.name == "mean_tau":
         beta = records[0].details.get("beta", 1e-3)
         detectable = float(np.median([r.detectable_tv for r in records]))
         standard_error = detectable / (norm.isf(alpha / 2) + norm.isf(beta))
         return float(norm.sf(norm.isf(alpha / 2) - distance / standard_error))
-    if records[0].name.startswith("reject_rate"):  # exact binomial per position, Bonferroni over m positions
+    if kind.name == "reject_rate":  # exact binomial per position, Bonferroni over m positions
         positions = records[0].details.get("positions", [])
         if not positions:
             return math.nan
@@ -239,7 +243,7 @@ def power_summary(sw: Sweep, null: Sweep | None, caught_by: list[str], lossy: bo
     t0_rates = {}
     for name in sorted({key for run in runs for key in run.t0_violations}):
         violations = sum(run.t0_violations.get(name, 0) for run in runs)
-        rows = plan.rows.get(name.split("[", 1)[-1].rstrip("]"), max(plan.rows.values()))
+        rows = plan.rows.get(CheckId.parse(name).scenario, max(plan.rows.values()))
         per_row = violations / (len(runs) * rows)
         t0_rates[name] = {
             "violations": violations,

@@ -5,14 +5,11 @@
 capability_kwargs are passed only when declared: num_draft=[B] int64 (ragged), uniforms=[B, g+1] (the coupling
 convention of `specref.randomness`); draft_probs=None only when point_mass is declared.
 
-Built-ins (`builtin_adapters`): 'reference', 'batched', 'transformers', 'transformers-ensemble' always; the real
-engines of `specref.conformance.peers` (vLLM on CPU or CUDA, llama.cpp, and the CUDA-only FlashInfer and SGLang)
-only where their package imports.
+Built-ins (`builtin_adapters`): the rows of the table in `specref.builtins` that can run here.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -180,32 +177,11 @@ def transformers_ensemble_adapter() -> Adapter:
 # --- registry ------------------------------------------------------------------------------------------------------
 
 
-def _importable(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 def builtin_adapters() -> dict[str, Callable[[], Adapter]]:
-    """name -> factory, for the adapters that can run here.
+    """name -> factory of the chain and pipeline built-ins that can run here, in the order of the table in
+    specref.builtins (its rows of kind kernel and pipeline whose packages import here, and CUDA for the CUDA-only
+    ones). Pipeline factories (specref.hf.pipelines, the real engines' generate) return a PipelineAdapter. Nothing
+    is imported until a factory is called."""
+    from ..builtins import BUILTINS
 
-    With transformers importable this also lists the pipeline kind (specref.hf.pipelines): whole speculative
-    generation over tiny real models, e.g. 'transformers-generate'; their factories return PipelineAdapter.
-    The real engines (specref.conformance.peers) follow, each only where its package imports (and CUDA is
-    present, for the CUDA-only ones).
-    """
-    from .peers import peer_factories
-
-    factories: dict[str, Callable[[], Adapter]] = {
-        "reference": reference_adapter,
-        "batched": batched_adapter,
-    }
-    if _importable("transformers"):
-        factories["transformers"] = transformers_adapter
-        factories["transformers-ensemble"] = transformers_ensemble_adapter
-        from ..hf.pipelines import builtin_pipelines
-
-        factories.update(builtin_pipelines())
-    factories.update(peer_factories())
-    return factories
+    return {b.name: b.load for b in BUILTINS if b.kind in ("kernel", "pipeline") and b.available()}

@@ -10,7 +10,6 @@ from ..stats import CheckResult, ErrorBudget
 from . import checks, laws
 from .adapters import Adapter
 from .calls import AdapterFailure
-from .passes import JOINT_TOKENS
 from .plan import RULE, plan_for
 from .report import Report
 from .run_checks import failure_details, not_run
@@ -52,6 +51,7 @@ def scenario_checks(report: Report, s: Scenario, plan: RunPlan, counted: Counted
     tally, calls, failure = counted.tallies[s.name], counted.summary(s.name), counted.broken.get(s.name)
     report.scenarios[s.name] = {
         "description": s.description,
+        "features": s.features,
         "gamma": s.gamma,
         "vocab_size": s.vocab_size,
         "rows": tally.rows,
@@ -76,7 +76,7 @@ def scenario_checks(report: Report, s: Scenario, plan: RunPlan, counted: Counted
     if why:
         not_run_list += [not_run(f"{kind}[{s.name}]", why) for kind in [*kinds, *scenario_plan.certain]]
     elif "joint_law" in kinds:
-        report.add_t2(s.name, [checks.joint_law_result(tally.joint, s, JOINT_TOKENS, kinds["joint_law"])])
+        report.add_t2(s.name, [checks.joint_law_result(tally, kinds["joint_law"])])
     else:
         report.add_t0(s.name, tally.certain_results(scenario_plan.certain))
         report.add_t2(s.name, tally.t2_results(kinds) + skipped, tally)
@@ -93,7 +93,7 @@ def why_not_run(s: Scenario, tally: checks.Tally, failure: AdapterFailure | None
         return stopped
     if tally.rows == 0:
         return "no rows"
-    if s.name.startswith("joint_") and (tally.joint is None or tally.joint.sum() == 0):
+    if s.joint and (tally.joint is None or tally.joint.sum() == 0):
         return "no sequence of the joint loop passed the T0 checks"  # the first batch always completes
     return None
 
@@ -138,7 +138,7 @@ def rule_diagnosis(tallies: dict, plans: dict, alphas: dict, declared: str) -> d
     observed = expected = 0.0
     for tally in tallies.values():
         sc = tally.scenario
-        if tally.rows and not (sc.probe or sc.identical_rows or sc.point_mass or sc.name.startswith("joint_")):
+        if tally.rows and not (sc.probe or sc.identical_rows or sc.point_mass or sc.joint):
             o, e = tally.mean_accepted("exact")
             observed, expected = observed + o, expected + e
     out["acceptance_ratio"] = observed / expected if expected else None

@@ -40,6 +40,7 @@ import warnings
 import numpy as np
 import torch
 
+from ..errors import AdapterFailure
 from .adapters import Adapter
 from .locate import describe_error, locate, raised_at
 from .scenarios import Batch
@@ -50,18 +51,6 @@ _HERE = os.path.abspath(__file__)
 _abandoned: list[threading.Thread] = []
 #: A call is hung only past this many times its expected duration at the adapter's slowest measured rate.
 HANG_SLACK = 10.0
-
-
-class AdapterFailure(Exception):
-    """The adapter raised, hung, crashed, or returned something that is not a [B, g+1] int64 tensor.
-
-    location: 'file:line in function' where it raised or hung (None when unknown); call: the provenance of the
-    call (scenario, seed, chunk, rows, generator_seed, dtype, device) when the caller gave one.
-    """
-
-    def __init__(self, kind: str, message: str, location: str | None = None, call: dict | None = None):
-        super().__init__(f"{kind}: {message}" + (f" (at {location})" if location else ""))
-        self.kind, self.message, self.location, self.call = kind, message, location, call
 
 
 def abandoned_threads() -> int:

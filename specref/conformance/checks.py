@@ -23,15 +23,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..stats import CheckResult, binomial_positions, chisquare_gof, chisquare_strata, mean_ci
+from ..stats import CheckResult
 from ..stats import not_tested as _not_tested
-from . import laws
+from ..stats.record import CheckId
+from . import laws, registry
 from .plan import family_of, plan_for
+from .registry import CHAIN
 from .scenarios import Batch, Scenario
 
-#: Floor on Var(tau) in mean_tau: the float rounding of the expected laws (see Tally._mean_tau).
-VARIANCE_FLOOR = 1e-12
-
+#: The T0 kinds every call is checked for (registry.py), in the order a row is charged to the first it breaks.
 T0_CHECKS = ("t0_valid_ids", "t0_padding", "t0_prefix_is_drafts", "t0_zero_prob_emitted", "t0_residual_support")
 
 
@@ -39,7 +39,7 @@ def t0_result(name: str, violations: int, n: int, details: dict | None = None) -
     """A deterministic check as a record: p_value 0 on any violation, no alpha spent."""
     return CheckResult(
         name, float(violations), 0, 0.0 if violations else 1.0, n, 0.0, float("nan"), violations == 0, 0.0,
-        {"tier": "T0", "family": family_of(name.split("[", 1)[0]), **(details or {})},
+        {"tier": "T0", "family": family_of(CheckId.parse(name).kind), **(details or {})},
     )  # fmt: skip
 
 
@@ -77,7 +77,7 @@ def t2_plan(scenario: Scenario, rule: str = "exact") -> list[str]:
 
 def not_tested(name: str, reason: str) -> CheckResult:
     """A planned check that cannot fail (plan.py): no alpha, no p-value, never counted as a pass."""
-    return _not_tested(name, reason, 0, {"tier": "none", "family": family_of(name.split("[", 1)[0])})
+    return _not_tested(name, reason, 0, {"tier": "none", "family": family_of(CheckId.parse(name).kind)})
 
 
 @dataclass
@@ -214,68 +214,15 @@ class Tally:
             rejected = int(self.rejected.sum())
             details = {"z": 0.0, "rejections": rejected, "why": "Z = 0 under the rule: a single rejection is wrong",
                        "example": self.examples.get("rejection")}  # fmt: skip
-            out.append(t0_result(f"{kind}[{sc.name}]", rejected, int(self.reached.sum()), details))
+            out.append(t0_result(str(CheckId(kind, sc.name)), rejected, int(self.reached.sum()), details))
         return out
 
     def _t2(self, kind: str, alpha: float, rule: str | None = None) -> CheckResult:
-        sc, rule = self.scenario, rule or self.rule
-        name = f"{kind}[{sc.name}]"
-        if kind in ("first_token_law", "batch_composition", "point_mass_law"):
-            return chisquare_strata(self.first, sc.target, alpha=alpha, name=name)
-        if kind == "correction_law":
-            return chisquare_strata(self.correction, laws.correction_law(sc, rule), alpha=alpha, name=name)
-        if kind == "bonus_law":
-            return chisquare_strata(self.bonus, sc.target, alpha=alpha, name=name)
-        if kind == "reject_rate":
-            z = float(laws.rejection_mass(sc, rule)[0])
-            result = binomial_positions(self.rejected, self.reached, z, alpha=alpha, name=name)
-            rates = np.divide(self.rejected, self.reached, out=np.full(sc.gamma, np.nan), where=self.reached > 0)
-            result.details.update(z=z, rate_by_position=rates.tolist(), reached=self.reached.tolist())
-            return result
-        if kind in ("accepted_length_law", "ragged_law"):
-            observed = self.length.reshape(-1, sc.gamma + 1)
-            expected = np.stack(
-                [laws.length_law(sc, s, nd, rule) for s in range(self.length.shape[0]) for nd in range(sc.gamma + 1)]
-            )
-            result = chisquare_strata(observed, expected, alpha=alpha, name=name)
-            used = observed.sum(1) > 0
-            result.details.update(
-                observed=observed[used].sum(0).tolist(), expected=(expected[used].T @ observed[used].sum(1)).tolist()
-            )
-            return result
-        if kind == "mean_tau":
-            return self._mean_tau(alpha, name, rule)
-        if kind == "row_independence":
-            single = _first_token_given_fixed_drafts(sc, self.seed, rule)
-            pairs = self.pairs if self.pairs is not None else np.zeros((sc.vocab_size,) * 2, dtype=np.int64)
-            return chisquare_gof(pairs.ravel(), np.outer(single, single).ravel(), alpha=alpha, name=name) \
-                if pairs.sum() else _no_data(name, alpha)  # fmt: skip
-        raise ValueError(f"kind={kind!r} is not a T2 check of a single scenario")
-
-    def _mean_tau(self, alpha: float, name: str, rule: str) -> CheckResult:
-        sc = self.scenario
-        counts = self.length[:, sc.gamma, :]  # full-draft rows: [start state, A]
-        n = int(counts.sum())
-        if n < 2:
-            return _no_data(name, alpha)
-        tau = np.arange(1, sc.gamma + 2)
-        expected_mean, variance = 0.0, 0.0
-        for s in np.flatnonzero(counts.sum(1)):
-            law = laws.length_law(sc, s, sc.gamma, rule)
-            m = float(law @ tau)
-            expected_mean += counts[s].sum() * m / n
-            variance += counts[s].sum() * float(law @ (tau - m) ** 2) / n
-        total = float(counts.sum(0) @ tau)
-        total_sq = float(counts.sum(0) @ tau**2)
-        # A tau that is certain up to float rounding of the laws (p == q gives Z ~ 1e-16, not 0) has a variance of
-        # that order; floor it so rounding is not read as a deviation. A real one moves the mean by >= 1/n >> 1e-6.
-        variance = max(variance, VARIANCE_FLOOR)
-        # Bennett, not the normal interval: tau is often almost always g + 1 (tiny Z), a law so skewed that the
-        # normal tail at the per-check alpha (~1e-5) is several times too small (calibration: 4.7x at the run level).
-        result = mean_ci(summary=(n, total, total_sq), expected_mean=expected_mean, alpha=alpha, name=name,
-                         known_variance=variance, bounds=(1, sc.gamma + 1), method="bennett")  # fmt: skip
-        result.details["theory"] = "tau = (1 - a^(g+1)) / (1 - a) for context-free laws; exact DP otherwise"
-        return result
+        """The registered test of `kind` (registry.py, chain form) on this tally's counts, under `rule`."""
+        form = registry.get(kind).forms.get(CHAIN)
+        if form is None or form.evaluate is None:
+            raise ValueError(f"kind={kind!r} is not a T2 check of a single scenario")
+        return form.evaluate(self, alpha, rule or self.rule, str(CheckId(kind, self.scenario.name)))
 
     def mean_accepted(self, rule: str = "exact") -> tuple[float, float]:
         """(observed, expected under `rule`) total accepted drafts over the counted rows."""
@@ -288,24 +235,6 @@ class Tally:
         return observed, expected
 
 
-def _no_data(name: str, alpha: float) -> CheckResult:
-    return not_tested(name, "not tested: no observations")
-
-
-def _first_token_given_fixed_drafts(sc: Scenario, seed: int, rule: str = "exact") -> np.ndarray:
-    """Law of the first emitted token when every row shares one draft sequence (the identical-rows scenario)."""
-    batch = sc.inputs(1, seed, 0)  # the shared drafts depend on the seed only
-    d = int(batch.draft_tokens[0, 0])
-    a1 = laws.accept_probability(sc, 0, d, rule)
-    law = (1 - a1) * laws.correction_given_draft(sc, 0, d, rule)
-    law[d] += a1
-    return law / law.sum()
-
-
-def joint_law_result(counts: np.ndarray | None, sc: Scenario, n: int, alpha: float) -> CheckResult:
-    """counts [V^n] of the first n tokens (row-major) over repeated cycles, against prod_i P[state_i, x_i]."""
-    name = f"joint_law[{sc.name}]"
-    if counts is None or not counts.sum():
-        return _no_data(name, alpha)
-    expected = laws.sequence_law(sc, int(sc.starts[0]), n)
-    return chisquare_gof(counts, expected, alpha=alpha, name=name)
+def joint_law_result(tally: Tally, alpha: float) -> CheckResult:
+    """The joint law's check (kinds.py) on a joint scenario's tally."""
+    return tally._t2("joint_law", alpha)

@@ -25,20 +25,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 import traceback
 from pathlib import Path
 
-from ..extras import (
-    MATPLOTLIB,
-    TORCH,
-    MissingDependency,
-    adapter_requirements,
-    notice,
-    require,
-)
-from .resolve import UsageError, list_builtins, resolve
+from ..errors import UsageError
+from ..extras import MATPLOTLIB, TORCH, adapter_requirements, notice, require
+from ..outputs import REPORTS, default_folder
+from .progress import ProgressBar
+from .resolve import list_builtins, resolve, select_scenarios
 
 EXIT_CONFORMING, EXIT_NON_CONFORMING, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -56,7 +51,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the scenarios and generators (default 0)")
     p.add_argument("--budget-seconds", type=float, default=300.0, metavar="S",
                    help="time budget; N per check is sized to it (default 300)")  # fmt: skip
-    p.add_argument("--report", metavar="DIR", help="report folder (default reports/<impl>/)")
+    p.add_argument("--report", metavar="DIR",
+                   help=f"report folder (default {REPORTS}/<impl>/, git-ignored; the run prints where)")  # fmt: skip
     p.add_argument("--json", metavar="FILE", help="also write report.json here ('-' for stdout)")
     p.add_argument("--alpha", type=float, default=1e-3,
                    help="extension: family-wise false-alarm probability of the run (default 1e-3)")  # fmt: skip
@@ -93,7 +89,6 @@ def add_merge_parser(sub) -> argparse.ArgumentParser:
 def conform(args: argparse.Namespace) -> int:
     try:
         if args.list:
-            require("--list", TORCH)
             print(list_builtins())
             return EXIT_CONFORMING
         if not args.impl:
@@ -112,11 +107,11 @@ def conform(args: argparse.Namespace) -> int:
         if args.shard is not None and not hasattr(adapter, "verify"):
             raise UsageError(f"--shard={args.shard!r} applies to verify-level adapters; run pipelines unsharded")
         scenarios = select_scenarios(adapter, args.scenarios)
-        out_dir = args.report or os.path.join("reports", label)
+        out_dir = args.report or _default_folder(label)
         _check_writable(out_dir, "--report")
         if args.json not in (None, "-"):
             _check_writable(str(Path(args.json).parent), "--json")
-    except (UsageError, MissingDependency) as error:
+    except UsageError as error:  # MissingDependency among them
         print(f"specref conform: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     plots = not args.no_plots
@@ -152,16 +147,24 @@ def merge_shards(args: argparse.Namespace) -> int:
     """`specref merge DIR...`: the shards' counts summed, every check recomputed, one report; exit as conform."""
     try:
         require("merge", TORCH)
-        from .shards import MergeError, merge
+        from .shards import merge
 
         out_dir = args.out or str(Path(args.dirs[0]).parent / "merged")
+        report, spec = merge(args.dirs)  # first: shards that do not merge leave no --out folder behind
         _check_writable(out_dir, "--out")
-        report, spec = merge(args.dirs)
-    except (UsageError, MissingDependency, MergeError) as error:
+    except UsageError as error:  # MergeError and MissingDependency among them
         print(f"specref merge: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     return _write_and_tell(report, out_dir, spec, args.json, plots=not args.no_plots and MATPLOTLIB.available,
                            stream=sys.stderr if args.json == "-" else sys.stdout)  # fmt: skip
+
+
+def _default_folder(label: str) -> str:
+    try:
+        return default_folder(label)
+    except OSError as error:
+        raise UsageError(f"cannot create the report folder {REPORTS!r} here ({error.strerror or error}); give "
+                         "--report DIR") from None  # fmt: skip
 
 
 def _check_writable(folder: str, flag: str) -> None:
@@ -239,72 +242,6 @@ def _write_and_tell(report, out_dir, spec, json_file, *, plots, stream) -> int:
               file=stream)  # fmt: skip
     print(f"  report: {paths['md']}", file=stream)
     return EXIT_CONFORMING if report.passed else EXIT_NON_CONFORMING
-
-
-def select_scenarios(adapter, names: str | None) -> list[str] | None:
-    """The --scenarios list, validated against the scenarios the adapter's capabilities allow."""
-    if names is None:
-        return None
-    if not hasattr(adapter, "verify"):
-        raise UsageError("--scenarios applies to verify-level adapters, not to pipelines")
-    from .tree import is_tree
-
-    if is_tree(adapter):
-        from .tree.runner import scenarios_for_tree
-        from .tree.scenarios import SCENARIOS as TREE_SCENARIOS
-
-        wanted = [n.strip() for n in names.split(",") if n.strip()]
-        allowed = {s.name for s in scenarios_for_tree(adapter)}
-        for name in wanted:
-            if name not in allowed:
-                raise UsageError(f"--scenarios: {name!r} is not a tree scenario {adapter.name!r} can run; known: "
-                                 f"{', '.join(TREE_SCENARIOS)}")  # fmt: skip
-        if not wanted:
-            raise UsageError("--scenarios is empty")
-        return wanted
-    from .runner import scenarios_for
-    from .scenarios import SCENARIOS
-
-    wanted = [n.strip() for n in names.split(",") if n.strip()]
-    allowed = {s.name for s in scenarios_for(adapter)}
-    for name in wanted:
-        if name not in SCENARIOS:
-            raise UsageError(f"--scenarios: {name!r} is unknown; known: {', '.join(SCENARIOS)}")
-        if name not in allowed:
-            raise UsageError(f"--scenarios: {name!r} needs a capability {adapter.name!r} does not declare")
-    if not wanted:
-        raise UsageError("--scenarios is empty")
-    return wanted
-
-
-# --- progress ------------------------------------------------------------------------------------------------------
-
-
-class ProgressBar:
-    """A tqdm bar on stderr fed by run(progress=...); silent when stderr is not a terminal."""
-
-    def __init__(self, name: str, budget_seconds: float):
-        self.name, self.budget_seconds, self.bar = name, budget_seconds, None
-
-    def __enter__(self) -> ProgressBar:
-        if sys.stderr.isatty():
-            try:
-                from tqdm import tqdm
-            except ImportError:
-                return self
-            layout = "{desc:<40.40} {percentage:3.0f}%|{bar}| {elapsed} of ~" + f"{self.budget_seconds:.0f}s"
-            width = shutil.get_terminal_size((100, 20)).columns  # falls back when the terminal reports 0 columns
-            self.bar = tqdm(total=100, desc=self.name, file=sys.stderr, leave=False, bar_format=layout, ncols=width)
-        return self
-
-    def update(self, message: str, fraction: float) -> None:
-        if self.bar is not None:
-            self.bar.set_description_str(f"{self.name}: {message}", refresh=False)
-            self.bar.update(max(0.0, 100 * fraction - self.bar.n))
-
-    def __exit__(self, *exc) -> None:
-        if self.bar is not None:
-            self.bar.close()
 
 
 __all__ = ["add_parser", "add_merge_parser", "conform", "list_builtins", "merge_shards", "resolve", "run_and_report",

@@ -22,6 +22,7 @@ from . import checks
 from .adapters import Adapter
 from .calls import AdapterFailure, Caller
 from .joint import joint_counts
+from .kinds import JOINT_TOKENS
 from .scenarios import Scenario, probe_rows_needed
 
 #: Rows past which a scenario's checks gain little (TV detectable ~0.005 on small vocabularies).
@@ -29,7 +30,6 @@ MAX_ROWS = {"default": 400_000, "large_v8193_g2": 200_000, "large_v151936_g1": 2
 MIN_ROWS = 256
 #: The most of the budget the rare-edge probe may take (it stops earlier once it reaches its target power).
 PROBE_SHARE = 0.45
-JOINT_TOKENS = 3
 #: A joint-loop call's start states are kept in its provenance (for a reproduce snippet) up to this many rows.
 MAX_RECORDED_STATES = 64
 
@@ -158,7 +158,7 @@ def _scenario_pass(caller, s: Scenario, calls: Calls, seed: int, fixed: int | No
     """One scenario's main pass, up to its cap (the fixed N, or the rows that buy little more) or its slice."""
     tally = calls.tallies[s.name]
     cap = fixed if fixed is not None else _max_rows(s)
-    if s.name.startswith("joint_"):
+    if s.joint:
         call = functools.partial(feed, caller, s, calls, seed=seed, clock=clock)
         tally.joint = joint_counts(call, s, cap, JOINT_TOKENS, slice_end=slice_end, deadline=clock.deadline,
                                    owns=lambda batch: owns(batch + 1))  # fmt: skip

@@ -21,19 +21,16 @@ from pathlib import Path
 import numpy as np
 
 from ..extras import MATPLOTLIB
+from ..stats.record import CheckId, CheckResult
+from . import registry
 from .plan import describe
-from .report import Report, kind_of
+from .report import Report, count_statuses, counts_line
 from .snippets import snippet
 
 #: Half-width of the plots' pointwise bands, in binomial standard deviations (two-sided 99.9%).
 BAND_Z = 3.29
 #: Scenarios per plot grid; the rest are left out of the PNGs (report.json keeps every series).
 PLOT_MAX_PANELS = 16
-PLOT_CHECKS = {
-    "first": ("first_token_law", "batch_composition", "point_mass_law"),
-    "length": ("accepted_length_law", "ragged_law"),
-    "reject": ("reject_rate",),
-}
 PLOT_FILES = {"first": "first_token.png", "length": "accepted_length.png", "reject": "reject_rate.png"}
 
 
@@ -80,20 +77,48 @@ def _try_plots(record: dict, out: Path) -> dict[str, Path]:
 # --- report.md -----------------------------------------------------------------------------------------------------
 
 
+def plot_checks(group: str) -> tuple[str, ...]:
+    """The kinds whose law a plot group draws (registry.py: each kind's plot)."""
+    return tuple(k.name for k in registry.kinds().values() if k.plot == group)
+
+
+def status(check: dict) -> str:
+    """A report.json check's status (older records carry none: read from the result)."""
+    return check.get("status") or CheckResult.from_dict(check).status
+
+
+def _id(check: dict) -> CheckId:
+    if check.get("kind"):
+        return CheckId(check["kind"], check.get("scenario"))
+    return CheckId.parse(check["name"])  # older records
+
+
+def _reason(check: dict) -> str:
+    if check.get("reason"):
+        return check["reason"]
+    details = check["details"]
+    if details.get("not_tested"):
+        return str(details["not_tested"]).removeprefix("not tested: ")
+    return str(details.get("error") or "").removeprefix("not run: ")
+
+
 def render_markdown(record: dict) -> str:
     """report.md from a report.json record (Report.to_dict() plus spec and files)."""
     checks = record["checks"]
-    t2 = [c for c in checks if c["details"].get("tier") == "T2"]
-    t0 = [c for c in checks if c["details"].get("tier") != "T2"]
+    t2 = [c for c in checks if c["details"].get("tier") in ("T2", "none") or status(c) == "not tested"]
+    t0 = [c for c in checks if c not in t2]
     failed = [c for c in checks if not c["passed"]]
+    counts = count_statuses(status(c) for c in checks)
+    tested_t2 = [c for c in t2 if status(c) != "not tested"]
     adapter = record["adapter"]
     rows = sum(s["rows"] for s in record["scenarios"].values())
     caps = [name for name in ("ragged", "point_mass", "uniforms") if adapter.get(name)]
     lines = [
         f"# Conformance report: `{record['impl']}`",
         "",
-        f"**Verdict: {record['verdict'].upper()}** - {len(checks) - len(failed)}/{len(checks)} checks passed "
-        f"(T0 {sum(c['passed'] for c in t0)}/{len(t0)}, T2 {sum(c['passed'] for c in t2)}/{len(t2)}).",
+        f"**Verdict: {record['verdict'].upper()}** - {counts_line(counts)}; {len(checks)} checks in all "
+        f"(T0 and run-level {len(t0)}, statistical T2 {len(tested_t2)} tested and "
+        f"{len(t2) - len(tested_t2)} not tested).",
         "",
         f"- implementation: `{record.get('spec') or record['impl']}` ({adapter['kind']}; device {adapter['device']}, "
         f"dtype {adapter['dtype']}; "
@@ -104,11 +129,19 @@ def render_markdown(record: dict) -> str:
         ),
         f"- seed {record['seed']}, budget {record['budget_seconds']:g} s, wall time {record['wall_seconds']:.1f} s, "
         f"{rows:,} rows over {len(record['scenarios'])} scenarios",
-        f"- family-wise false-alarm probability {record['alpha']:g}: Bonferroni split over the {len(t2)} T2 checks, "
-        "re-verdicted by Holm; T0 checks are certain and spend none",
-        "- detectable TV: the total-variation distance (mean shift in tokens for mean_tau) each check detects with "
-        "probability 0.999 at its N and alpha, bins merged by expected counts included",
+        f"- family-wise false-alarm probability {record['alpha']:g}: Bonferroni split over the {len(tested_t2)} "
+        "tested T2 checks, re-verdicted by Holm; T0 checks are certain and spend none",
+        "- detectable TV: not a measured deviation, but the total-variation distance (|p - p0| for rates, the mean "
+        "shift in tokens for mean_tau) each check detects with probability 0.999 at its N and alpha, bins merged by "
+        "expected counts included",
+        "- not tested: a check that cannot fail on this scenario (df 0, implied by a T0 check, no observations); it "
+        "spends no alpha and is never counted as passed. Not run: a check that could not be computed; a failure",
     ]
+    probe = record.get("probe") or {}
+    if probe:
+        lines.append(f"- rare-edge probe ({probe['scenario']}): {probe['accept_tests_with_ratio_0']:,} accept tests "
+                     f"with p/q = 0 (target {probe['target_rows']:,}); it sees {probe['event']} at least once with "
+                     f"probability {probe['detection_probability']:.3g}; it catches {probe['catches']}")  # fmt: skip
     if adapter.get("notes"):
         lines.append(f"- notes: {adapter['notes']}")
     if record["verdict"] == "lossy by configuration":
@@ -119,9 +152,9 @@ def render_markdown(record: dict) -> str:
     if failed:
         lines += ["", "## Failures", "", f"Caught by (most certain first): {', '.join(record['caught_by'])}.", ""]
         ordered = sorted(failed, key=lambda c: (c["details"].get("tier") != "T0", c["p_value"] or 0.0))
-        shown = list({kind_of(c["name"]): c for c in reversed(ordered)}.values())[::-1]  # first failure per kind
+        shown = list({_id(c).kind: c for c in reversed(ordered)}.values())[::-1]  # first failure per kind
         for check in shown:
-            lines += _failure_section(check, record)
+            lines += failure_section(check, record)
         rest = [c["name"] for c in ordered if c not in shown]
         if rest:
             lines += [f"Also failed: {', '.join(f'`{name}`' for name in rest)}.", ""]
@@ -149,15 +182,24 @@ def _fmt(value, spec: str = ".3g") -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
 
 
+VERDICT_WORD = {"passed": "pass", "failed": "**FAIL**", "not run": "**FAIL** (not run)", "not tested": "not tested"}
+
+
 def _t2_table(t2: list[dict]) -> str:
-    head = "| check | what it tests | statistic | df | p-value | alpha | N | detectable TV | verdict |"
+    head = "| check | what it tests | statistic (kind) | df | p-value | alpha | N | detectable TV | verdict |"
     lines = [head, "|---|---|---:|---:|---:|---:|---:|---:|---|"]
     for c in t2:
-        what = _cell(c.get("description") or describe(kind_of(c["name"])))
+        what = _cell(c.get("description") or describe(_id(c).kind))
+        if status(c) == "not tested":
+            lines.append(f"| `{c['name']}` | {what} | - | - | - | - | {c['n']:,} | - | not tested: "
+                         f"{_cell(_reason(c))} |")  # fmt: skip
+            continue
+        kind = c.get("statistic_kind")
+        stat = _fmt(c["statistic"], ".4g") + (f" ({_cell(kind)})" if kind else "")
         lines.append(
-            f"| `{c['name']}` | {what} | {_fmt(c['statistic'], '.4g')} | {c['df']} "
+            f"| `{c['name']}` | {what} | {stat} | {c['df']} "
             f"| {_fmt(c['p_value'])} | {_fmt(c['alpha'], '.2g')} | {c['n']:,} | {_fmt(c['guaranteed_tv'], '.4f')} "
-            f"| {'pass' if c['passed'] else '**FAIL**'} |"
+            f"| {VERDICT_WORD[status(c)]} |"
         )
     return "\n".join(lines)
 
@@ -165,44 +207,60 @@ def _t2_table(t2: list[dict]) -> str:
 def _t0_table(t0: list[dict]) -> str:
     by_kind: dict[str, list[dict]] = defaultdict(list)
     for c in t0:
-        by_kind[kind_of(c["name"])].append(c)
+        by_kind[_id(c).kind].append(c)
     lines = [
         "| check | what it tests | scenarios | rows checked | violations | verdict |",
         "|---|---|---:|---:|---:|---|",
     ]
     for kind, group in by_kind.items():
-        bad = [c for c in group if not c["passed"]]
-        where = ", ".join(c["name"][len(kind) + 1 : -1] for c in bad[:6]) + (" ..." if len(bad) > 6 else "")
-        violations = sum(int(c["statistic"] or 0) for c in group)
+        words = []
+        for word in ("failed", "not run"):
+            bad = [c for c in group if status(c) == word]
+            if bad:
+                where = ", ".join(_id(c).scenario or "run" for c in bad[:6]) + (" ..." if len(bad) > 6 else "")
+                words.append(f"**FAIL**{' (not run)' if word == 'not run' else ''} {len(bad)}: {where}")
+        passed = sum(status(c) == "passed" for c in group)
+        verdict = "; ".join(([f"pass {passed}"] if passed and words else ["pass"] if passed else []) + words)
+        violations = sum(int(c["statistic"] or 0) for c in group if status(c) != "not run")
         what = _cell(group[0].get("description") or describe(kind))
         lines.append(
-            f"| `{kind}` | {what} | {len(group)} | {sum(c['n'] for c in group):,} | "
-            f"{violations:,} | {'pass' if not bad else f'**FAIL** ({where})'} |"
+            f"| `{kind}` | {what} | {len(group)} | {sum(c['n'] for c in group):,} | {violations:,} | {verdict} |"
         )
     return "\n".join(lines)
 
 
-def _failure_section(check: dict, record: dict) -> list[str]:
+def bin_label(bins: str, entry: dict) -> str:
+    """A bin of a law named by what it is ("accepted count 0", "token 5 in stratum 3"), not a bare "token"."""
+    label = "" if entry.get("token") is None else f"{bins or 'token'} {entry['token']}"
+    if "stratum" in entry:
+        label += f" (stratum: {entry['stratum']})" if label else f"stratum {entry['stratum']}"
+    return label
+
+
+def failure_section(check: dict, record: dict) -> list[str]:
     details = check["details"]
-    lines = [f"### `{check['name']}`", "", check.get("description") or describe(kind_of(check["name"]))]
+    cid = _id(check)
+    lines = [f"### `{check['name']}`", "", check.get("description") or describe(cid.kind)]
     if details.get("tier") == "T2":
+        kind = check.get("statistic_kind") or "statistic"
         lines.append(
-            f"p = {_fmt(check['p_value'])} against alpha {_fmt(check['alpha'], '.2g')} (statistic "
+            f"p = {_fmt(check['p_value'])} against alpha {_fmt(check['alpha'], '.2g')} ({kind} "
             f"{_fmt(check['statistic'], '.4g')}, df {check['df']}, N {check['n']:,})."
         )
+        bins = registry.get(cid.kind).bins if cid.kind in registry.kinds() else "token"
         for entry in details.get("impossible", [])[:5]:
-            lines.append(f"- impossible token {entry['token']} observed {entry['observed']} times (expected 0)")
+            lines.append(f"- impossible {bin_label(bins, entry)} observed {entry['observed']} times (expected 0)")
         for key, label in (("over", "over-represented"), ("under", "under-represented")):
             for entry in details.get(key, [])[:3]:
-                lines.append(f"- {label}: token {entry['token']} observed {entry['observed']}, expected "
-                             f"{entry['expected']:.4g} (residual {entry['residual']:+.2f})")  # fmt: skip
+                lines.append(f"- {cid.kind}: {label}: {bin_label(bins, entry)} observed {entry['observed']}, "
+                             f"expected {entry['expected']:.4g} (residual {entry['residual']:+.2f})")  # fmt: skip
         if "rate_by_position" in details:
             rates = ", ".join(_fmt(r, ".4f") for r in details["rate_by_position"])
             lines.append(f"- reject rate by position: {rates}; Z = {details['z']:.4f}")
-        scenario = check["name"][len(kind_of(check["name"])) + 1 : -1]
+        scenario = cid.scenario
         calls = record["scenarios"].get(scenario, {}).get("calls") or {}
         where = calls.get("first") and {**calls["first"], "row": None}  # absent in reports of older versions
-        if where and not scenario.startswith("joint_"):
+        if where and "joint" not in record["scenarios"].get(scenario, {}).get("features", []):
             first, last = calls["chunks"]
             lines.append(f"Its counts came from {calls['count']} calls (chunks {first} to {last}, {calls['rows']:,} "
                          "rows); the snippet rebuilds the first of them.")  # fmt: skip
@@ -215,7 +273,7 @@ def _failure_section(check: dict, record: dict) -> list[str]:
         elif error:
             lines.append(f"The adapter failed: `{error}`.")
         elif count is not None:
-            lines.append(f"{int(count):,} violations in {check['n']:,} rows.")
+            lines.append(f"{int(count):,} violations" + (f" in {check['n']:,} rows." if check["n"] else "."))
         where = example if isinstance(example, dict) and "scenario" in example else None
         if isinstance(details.get("call"), dict):  # the call that raised, hung or crashed
             where = {**details["call"], "row": None}
@@ -252,7 +310,7 @@ def write_plots(record: dict, out: Path) -> dict[str, Path]:
         panels = [
             (name, series[kind])
             for name, series in record["plots"].items()
-            if kind in series and any(f"{check}[{name}]" in checked for check in PLOT_CHECKS[kind])
+            if kind in series and any(str(CheckId(check, name)) in checked for check in plot_checks(kind))
         ]
         panels = panels[:PLOT_MAX_PANELS]
         if not panels:
@@ -332,11 +390,11 @@ def write_index(root: str | os.PathLike) -> Path:
     ):
         if not group:
             continue
-        lines += [f"## {title}", "", "| implementation | verdict | checks passed | caught by | rows | wall s "
+        lines += [f"## {title}", "", "| implementation | verdict | checks passed (of all) | caught by | rows | wall s "
                   "| budget s | seed |", "|---|---|---:|---|---:|---:|---:|---:|"]  # fmt: skip
         for folder, r in group:
             checks = r["checks"]
-            passed = sum(c["passed"] for c in checks)
+            passed = sum(status(c) == "passed" for c in checks)
             rows = sum(s["rows"] for s in r["scenarios"].values())
             caught = ", ".join(r.get("caught_by", [])[:3]) or "-"
             lines.append(
@@ -363,4 +421,4 @@ if __name__ == "__main__":  # python -m specref.conformance.render [reports]
     print(rebuild(sys.argv[1] if len(sys.argv) > 1 else "reports"))
 
 
-__all__ = ["rebuild", "render_markdown", "write_index", "write_plots", "write_report"]
+__all__ = ["failure_section", "rebuild", "render_markdown", "write_index", "write_plots", "write_report"]

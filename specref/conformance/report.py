@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..stats import CheckResult, ErrorBudget
-from ..stats.record import json_safe
-from . import laws, precision
+from ..stats.record import STATUSES, CheckId, json_safe
+from . import laws, precision, registry
 from .adapters import Adapter
 from .plan import LAW, RULE, describe, family_of
 
@@ -24,16 +25,38 @@ def lossless(rule: str) -> str:
 
 
 def kind_of(check_name: str) -> str:
-    return check_name.split("[", 1)[0]
+    """The kind of a check, from its name (CheckId.parse)."""
+    return CheckId.parse(check_name).kind
 
 
 def family(result: CheckResult) -> str:
-    return result.details.get("family") or family_of(kind_of(result.name))
+    return result.details.get("family") or family_of(result.id.kind)
 
 
 def tested(result: CheckResult) -> bool:
     """False for a check that could not fail (plan.py): it spent no alpha and is never counted as a pass."""
-    return "not_tested" not in result.details
+    return result.status != "not tested"
+
+
+def reason(result: CheckResult) -> str | None:
+    """Why a check is not tested or was not run (None for a check that passed or failed on its data)."""
+    if result.status == "not tested":
+        return str(result.details.get("not_tested") or "it could not fail").removeprefix("not tested: ")
+    if result.status == "not run":
+        return str(result.details.get("error") or "not run").removeprefix("not run: ")
+    return None
+
+
+def count_statuses(statuses) -> dict[str, int]:
+    """{status: how many} over STATUSES, from an iterable of statuses: the one count every output prints."""
+    statuses = list(statuses)
+    return {status: statuses.count(status) for status in STATUSES}
+
+
+def counts_line(counts: dict[str, int]) -> str:
+    """The counts in words, as every output states them."""
+    return (f"{counts['passed']} passed, {counts['failed']} failed, {counts['not run']} not run, "
+            f"{counts['not tested']} not tested (could not fail)")  # fmt: skip
 
 
 @dataclass
@@ -95,7 +118,7 @@ class Report:
         """Kinds of the failed checks, most certain first (T0, then by p-value); checks not run explain nothing."""
         caught = [r for r in self.failures if r.details.get("tier") != "not run"]
         ordered = sorted(caught, key=lambda r: (r.details.get("tier") != "T0", r.p_value))
-        return list(dict.fromkeys(kind_of(r.name) for r in ordered))
+        return list(dict.fromkeys(r.id.kind for r in ordered))
 
     def measured_tv(self) -> dict[str, float]:
         """Observed TV between the first-token law and p_1, per scenario that runs first_token_law (lossy verdicts)."""
@@ -109,23 +132,21 @@ class Report:
                 out[name] = float(0.5 * np.abs(obs / obs.sum() - exp / exp.sum()).sum())
         return out
 
+    def counts(self) -> dict[str, int]:
+        """{passed, failed, not run, not tested}: the counts the terminal, report.md, report.json, the pytest plugin
+        and the demo all state (status of each check record)."""
+        return count_statuses(r.status for r in self.checks)
+
     def summary(self) -> str:
-        real = [r for r in self.checks if tested(r)]
-        t0 = [r for r in real if r.details.get("tier") != "T2"]
-        t2 = [r for r in real if r.details.get("tier") == "T2"]
+        counts = self.counts()
         lines = [
-            f"{self.adapter.name}: {self.verdict.upper()}  ({len(real) - len(self.failures)}/{len(real)}"
-            f" checks passed; T0 {sum(r.passed for r in t0)}/{len(t0)}, T2 {sum(r.passed for r in t2)}/{len(t2)};"
-            f" {len(self.checks) - len(real)} could not fail and were not tested;"
-            f" {sum(s['rows'] for s in self.scenarios.values()):,} rows in {self.wall_seconds:.0f} s;"
+            f"{self.adapter.name}: {self.verdict.upper()}  ({counts_line(counts)}; "
+            f"{sum(s['rows'] for s in self.scenarios.values()):,} rows in {self.wall_seconds:.0f} s;"
             f" family-wise alpha {self.alpha:g})"
         ]
         if self.law_kept:
             lines.append(f"  output law kept; acceptance does not follow {self.adapter.rule!r} ({self.rule_words()})")
-        for r in self.failures[:12]:
-            lines.append("  " + _failure_line(r))
-        if len(self.failures) > 12:
-            lines.append(f"  ... and {len(self.failures) - 12} more failed checks")
+        lines += ["  " + line for line in failure_lines(self.failures)]
         if self.verdict == LOSSY:
             tv = self.measured_tv()
             if tv:
@@ -170,31 +191,102 @@ class Report:
                 "law_kept": self.law_kept,
                 "rule_diagnosis": self.rule_diagnosis,
                 "probe": self.probe,
+                "counts": self.counts(),
                 "caught_by": self.caught_by(),
                 "measured_tv": self.measured_tv() if a.lossy else {},
                 "scenarios": self.scenarios,
-                "checks": [
-                    {
-                        **r.to_dict(),
-                        "family": family(r),
-                        "tested": tested(r),
-                        "description": describe(kind_of(r.name), a.kind),
-                    }  # fmt: skip
-                    for r in self.checks
-                ],
+                "checks": [check_record(r, a.kind) for r in self.checks],
                 "plots": self.plots,
             }
         )
 
 
-def _failure_line(r: CheckResult) -> str:
-    if r.details.get("tier") == "T2":
-        return f"FAIL {r.name}: p={r.p_value:.3g} (alpha {r.alpha:.2g}), statistic {r.statistic:.4g}, n={r.n}"
-    detail = r.details.get("error") or r.details.get("example")
+def check_record(r: CheckResult, adapter_kind: str = "kernel") -> dict:
+    """One check as every output reads it: the result, its kind and scenario, family, status and reason, and how its
+    numbers read (the statistic's kind, what a bin and a stratum are: registry.py)."""
+    kind = registry.kinds().get(r.id.kind)
+    return {
+        **r.to_dict(),
+        "kind": r.id.kind,
+        "scenario": r.id.scenario,
+        "family": family(r),
+        "status": r.status,
+        "reason": reason(r),
+        "tested": tested(r),
+        "description": describe(r.id.kind, adapter_kind) if kind else "",
+        "statistic_kind": statistic_kind(r, kind),
+        "bins": kind.bins if kind else "",
+        "strata": kind.strata if kind else "",
+    }
+
+
+def statistic_kind(r: CheckResult, kind=None) -> str:
+    """What the statistic of this result is, from the test it ran (details), else from its kind's declaration."""
+    d = r.details
+    if r.status == "not tested" or d.get("tier") == "not run":
+        return ""
+    if d.get("tier") == "T0":
+        return "violations"
+    used = str(d.get("test_used") or "")
+    if d.get("method") == "bennett":
+        return "|mean shift| (Bennett bound)"
+    if "per position" in str(d.get("test", "")):
+        return "largest |rate - p0| (exact binomial per position)"
+    if used.startswith("exact binomial"):
+        return "exact binomial count (the rarer bin)"
+    if used.startswith("Pearson"):
+        return "Pearson X^2"
+    return kind.statistic if kind else ""
+
+
+#: Distinct failure causes the terminal lists (report.md lists every failed check).
+SHOWN_CAUSES = 12
+
+
+def failure_lines(failures: list[CheckResult], limit: int = SHOWN_CAUSES) -> list[str]:
+    """One line per distinct cause: a statistical failure is its own cause; a certain failure of one kind with one
+    error (a malformed output in 12 scenarios) is one line naming its scenarios; checks not run for one reason are
+    one line naming their kinds."""
+    groups: dict[tuple, list[CheckResult]] = {}
+    for r in failures:
+        if r.status == "not run":
+            key = ("not run", reason(r))
+        elif r.details.get("tier") == "T2":
+            key = ("T2", r.name)
+        else:
+            # one cause: one kind, one error up to its numbers (shape [256, 4] in one scenario, [256, 9] in another)
+            key = ("T0", r.id.kind, re.sub(r"\d+", "#", str(r.details.get("error") or "")))
+        groups.setdefault(key, []).append(r)
+    lines = [_cause_line(key[0], group) for key, group in groups.items()]
+    if len(lines) > limit:
+        lines = lines[:limit] + [f"... and {len(lines) - limit} more distinct failures (report.md lists every check)"]
+    return lines
+
+
+def _where(group: list[CheckResult]) -> str:
+    scenarios = list(dict.fromkeys(r.id.scenario or "run" for r in group))
+    shown = ", ".join(scenarios[:4]) + (f", +{len(scenarios) - 4} more" if len(scenarios) > 4 else "")
+    return f"{shown} ({len(scenarios)} scenarios)" if len(scenarios) > 4 else shown
+
+
+def _cause_line(tier: str, group: list[CheckResult]) -> str:
+    r = group[0]
+    if tier == "not run":
+        kinds = list(dict.fromkeys(c.id.kind for c in group))
+        return f"NOT RUN {len(group)} checks ({', '.join(kinds)}) in {_where(group)}: {reason(r)}"
+    if tier == "T2":
+        return (f"FAIL {r.name}: p={r.p_value:.3g} (alpha {r.alpha:.2g}), {statistic_kind(r) or 'statistic'} "
+                f"{r.statistic:.4g}, n={r.n:,}")  # fmt: skip
+    head = f"FAIL {r.id.kind}[{_where(group)}]"
+    if r.details.get("error"):
+        return f"{head}: {r.details['error']}" + (f" (in {r.id.scenario}; the same in each)" if len(group) > 1 else "")
+    violations = sum(0 if math.isnan(c.statistic) else int(c.statistic) for c in group)
+    rows = sum(c.n for c in group)
+    count = f"{violations:,} violations" + (f" in {rows:,} rows" if rows else "")
+    detail = r.details.get("example")
     if detail is None:
-        detail = {k: v for k, v in r.details.items() if k != "tier"}
-    count = "" if math.isnan(r.statistic) else f" ({int(r.statistic)} violations in {r.n} rows)"
-    return f"FAIL {r.name}{count}: {detail}"
+        detail = {k: v for k, v in r.details.items() if k not in ("tier", "family")}
+    return f"{head}: {count}; first: {detail}"
 
 
 def _plot_series(tally) -> dict:

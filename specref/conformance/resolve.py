@@ -1,10 +1,13 @@
 """IMPL on the command line -> an adapter: built-in names, `package.module:attr` and `path/to/file.py:attr`.
 
-Every failure is a UsageError (exit 2) that names IMPL and says what to fix.
+Every failure is a UsageError (exit 2) that names IMPL and says what to fix. The checks that need nothing but the
+user's own module (a missing file, a missing attribute, a class, a wrong signature) run before torch is imported,
+so they answer at once. Library code: the command line (conformance/cli.py), the demo and the pytest plugin use it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import inspect
@@ -13,45 +16,19 @@ import re
 import sys
 from pathlib import Path
 
-from ..extras import ADAPTER_REQUIREMENTS, missing
+from ..builtins import BY_NAME, listing
+from ..errors import UsageError
+from ..extras import require
 
-
-class UsageError(Exception):
-    """A problem with what the user asked for (exit 2), as opposed to a verdict on the implementation."""
+CHAIN_ARGS = ("target_probs", "draft_probs", "draft_tokens", "generator")
+TREE_ARGS = ("target_probs", "draft_probs", "draft_tokens", "parents", "generator")
+#: Adapter names that say nothing about the implementation: the report is named from IMPL instead.
+_GENERIC_NAMES = ("verify", "verify_tree", "function", "<lambda>")
 
 
 def list_builtins() -> str:
-    from .adapters import builtin_adapters
-
-    builtins = builtin_adapters()
-    lines = ["built-in implementations (specref conform NAME):"]
-    for name, factory in builtins.items():
-        try:
-            adapter = factory()
-        except Exception as error:  # noqa: BLE001 -- a listing must not die on one unavailable built-in
-            lines.append(f"  {name:<28} (unavailable here: {type(error).__name__}: {error})")
-            continue
-        about = getattr(adapter, "notes", "") or getattr(adapter, "description", "")
-        tags = [getattr(adapter, "kind", "kernel")]
-        if getattr(adapter, "lossy", False):
-            tags.append("lossy by configuration")
-        if getattr(adapter, "expected_conforming", True) is False:
-            tags.append("a deliberate bug")
-        lines.append(f"  {name:<28} {about.split(';')[0].split('. ')[0]} [{', '.join(tags)}]")
-    for name, requirements in ADAPTER_REQUIREMENTS.items():
-        absent = missing(*requirements)
-        if name not in builtins and absent:
-            lines.append(f"  {name:<28} (needs {', '.join(r.module for r in absent)}: "
-                         f"{' && '.join(dict.fromkeys(r.install for r in absent))})")  # fmt: skip
-    from .tree import builtin_tree_adapters
-
-    lines.append("tree verifiers (specref conform NAME; the tree contract, specref.tree_contract):")
-    for name, factory in builtin_tree_adapters().items():
-        adapter = factory()
-        lines.append(f"  {name:<28} {adapter.notes} [tree, rule {adapter.rule}, {adapter.scheme} children]")
-    lines.append("Real engines (vllm, vllm-generate, llama-cpp-generate, mlx-lm-generate; flashinfer and sglang on "
-                 "CUDA) are listed only where their package imports: see specref.conformance.peers.PEERS.")  # fmt: skip
-    return "\n".join(lines)
+    """`specref conform --list` (specref.builtins.listing): imports neither torch nor any engine."""
+    return listing()
 
 
 # --- resolving IMPL ------------------------------------------------------------------------------------------------
@@ -60,20 +37,11 @@ def list_builtins() -> str:
 def resolve(spec: str, tree: bool = False):
     """(Adapter, report-folder label) for IMPL; raises UsageError with a clear message. tree: IMPL is a tree
     verifier (also detected for the tree built-ins and for objects declaring kind='tree')."""
-    from .adapters import Adapter, as_adapter, builtin_adapters
-    from .tree import as_tree_adapter, builtin_tree_adapters, is_tree
-
-    trees = builtin_tree_adapters()
-    if spec in trees:
-        return trees[spec](), spec
-    builtins = builtin_adapters()
-    if spec in builtins:
-        if tree:
-            raise UsageError(f"IMPL={spec!r} is a chain built-in; --tree takes a tree verifier ({', '.join(trees)})")
-        return builtins[spec](), spec
+    if spec in BY_NAME:
+        return _builtin(spec, tree), spec
     if ":" not in spec:
-        raise UsageError(f"IMPL={spec!r} is not a built-in ({', '.join(builtins)}) and has no ':attr' part; use "
-                         "package.module:attr or path/to/file.py:attr")  # fmt: skip
+        raise UsageError(f"IMPL={spec!r} is not a built-in (`specref conform --list` names them) and has no ':attr' "
+                         "part; use package.module:attr or path/to/file.py:attr")  # fmt: skip
     where, attr = spec.rsplit(":", 1)
     if not where or not attr:
         raise UsageError(f"IMPL={spec!r}: both sides of ':' must be non-empty")
@@ -81,20 +49,49 @@ def resolve(spec: str, tree: bool = False):
     obj = module
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise UsageError(f"IMPL={spec!r}: {where} has no attribute {attr!r}")
+            raise UsageError(f"IMPL={spec!r}: {where} has no attribute {part!r}" +
+                             (f" (in {attr!r})" if part != attr else ""))  # fmt: skip
         obj = getattr(obj, part)
-    if inspect.isclass(obj) and not issubclass(obj, Adapter):
-        raise UsageError(f"IMPL={spec!r} is a class; point at a verify function or an adapter instance")
     stem = Path(where).stem if where.endswith(".py") else where.rsplit(".", 1)[-1]
+    label = f"{stem}.{attr}"
     if getattr(obj, "kind", None) == "pipeline" and not hasattr(obj, "verify"):  # whole pipelines: run() knows them
-        return obj, re.sub(r"[^A-Za-z0-9_.-]+", "-", getattr(obj, "name", f"{stem}.{attr}"))
+        return obj, _safe(getattr(obj, "name", label))
+    tree = tree or getattr(obj, "kind", None) == "tree"
+    if inspect.isclass(obj) and not _is_adapter_class(obj):
+        raise UsageError(f"IMPL={spec!r} is a class; point at a verify function or an adapter instance (e.g. "
+                         f"{attr} = {obj.__name__}(...) in {where})")  # fmt: skip
+    _check_signature(getattr(obj, "verify", obj), spec, TREE_ARGS if tree else CHAIN_ARGS)
+    require(f"IMPL={spec!r}", *BY_NAME["reference"].requirements)  # torch, before the adapters import it
+    from .adapters import as_adapter
+    from .tree.adapters import as_tree_adapter
+
     try:
-        adapter = as_tree_adapter(obj) if tree or is_tree(obj) else as_adapter(obj)
+        adapter = as_tree_adapter(obj) if tree else as_adapter(obj)
     except ValueError as error:
         raise UsageError(f"IMPL={spec!r}: {error}") from None
-    _check_signature(adapter.verify, spec, arity=5 if is_tree(adapter) else 4)
-    label = adapter.name if adapter.name not in (attr, "verify", "function") else f"{stem}.{attr}"
-    return adapter, re.sub(r"[^A-Za-z0-9_.-]+", "-", label)
+    if adapter.name in (*_GENERIC_NAMES, attr, attr.rsplit(".", 1)[-1]):  # name the subject by module:attr
+        adapter = dataclasses.replace(adapter, name=label)
+    return adapter, _safe(adapter.name)
+
+
+def _builtin(name: str, tree: bool):
+    row = BY_NAME[name]
+    if tree and row.kind != "tree":
+        trees = ", ".join(b for b, r in BY_NAME.items() if r.kind == "tree")
+        raise UsageError(f"IMPL={name!r} is a chain built-in; --tree takes a tree verifier ({trees})")
+    require(f"IMPL={name!r}", *row.requirements)
+    if row.cuda_only and not row.available():
+        raise UsageError(f"IMPL={name!r} runs on CUDA only, and torch sees no CUDA device here")
+    return row.load()
+
+
+def _safe(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", str(label))
+
+
+def _is_adapter_class(cls) -> bool:
+    adapters = sys.modules.get(f"{__package__}.adapters")  # a subclass of Adapter has imported it already
+    return adapters is not None and issubclass(cls, adapters.Adapter)
 
 
 def _import(module_name: str):
@@ -109,7 +106,8 @@ def _import(module_name: str):
 def _load_file(path: str):
     file = Path(path)
     if not file.is_file():
-        raise UsageError(f"IMPL file {path!r} does not exist")
+        raise UsageError(f"IMPL file {path!r} does not exist" + ("" if file.parent.is_dir() else
+                         f" (nor does its folder {str(file.parent)!r})"))  # fmt: skip
     name = "specref_impl_" + re.sub(r"\W", "_", file.stem)
     spec = importlib.util.spec_from_file_location(name, file)
     if spec is None or spec.loader is None:
@@ -124,14 +122,73 @@ def _load_file(path: str):
     return module
 
 
-def _check_signature(verify, spec: str, arity: int = 4) -> None:
+def _check_signature(verify, spec: str, expected: tuple[str, ...] = CHAIN_ARGS) -> None:
+    """verify must accept the contract's positional arguments; the message says what was expected and what given."""
+    if not callable(verify):
+        raise UsageError(f"IMPL={spec!r} is a {type(verify).__name__}, not a verify function or an object with a "
+                         "verify method")  # fmt: skip
     try:
         signature = inspect.signature(verify)
     except (TypeError, ValueError):
         return  # builtins and C extensions: let the calls tell
     try:
-        signature.bind(*[None] * arity)
+        signature.bind(*[None] * len(expected))
+        return
     except TypeError:
-        call = "draft_tokens, parents, generator" if arity == 5 else "draft_tokens, generator"
-        raise UsageError(f"IMPL={spec!r}: its verify{signature} cannot be called as verify(target_probs, "
-                         f"draft_probs, {call}); a factory must be called first") from None  # fmt: skip
+        pass
+    params = signature.parameters.values()
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in params if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        given = f"it requires {', '.join(p.name for p in required if p.kind == p.KEYWORD_ONLY)} by keyword"
+    elif len(required) > len(expected):
+        given = f"it requires {len(required)} arguments ({', '.join(p.name for p in required)}), not {len(expected)}"
+    elif len(positional) < len(expected):
+        given = f"it takes {len(positional)} positional argument{'s' * (len(positional) != 1)}, not {len(expected)}"
+    else:
+        given = f"it requires {', '.join(p.name for p in required if p.kind == p.KEYWORD_ONLY)} by keyword"
+    name = getattr(verify, "__name__", "verify")
+    hint = ""
+    if not required:  # callable with no arguments: perhaps a factory that builds the verifier
+        hint = "; if it builds the verifier, point IMPL at what it returns (e.g. VERIFIER = " + name + "())"
+    raise UsageError(f"IMPL={spec!r}: {name}{signature} cannot be called as verify({', '.join(expected)}): "
+                     f"{given}{hint}")  # fmt: skip
+
+
+# --- --scenarios -----------------------------------------------------------------------------------------------------
+
+
+def select_scenarios(adapter, names: str | None) -> list[str] | None:
+    """The --scenarios list, validated against the scenarios the adapter's capabilities allow."""
+    if names is None:
+        return None
+    if not hasattr(adapter, "verify"):
+        raise UsageError("--scenarios applies to verify-level adapters, not to pipelines")
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    if not wanted:
+        raise UsageError(f"--scenarios={names!r} is empty")
+    from .tree import is_tree
+
+    if is_tree(adapter):
+        from .tree.runner import scenarios_for_tree
+        from .tree.scenarios import SCENARIOS as TREE_SCENARIOS
+
+        allowed = {s.name for s in scenarios_for_tree(adapter)}
+        for name in wanted:
+            if name not in allowed:
+                raise UsageError(f"--scenarios: {name!r} is not a tree scenario {adapter.name!r} can run; known: "
+                                 f"{', '.join(TREE_SCENARIOS)}")  # fmt: skip
+        return wanted
+    from .runner import scenarios_for
+    from .scenarios import SCENARIOS
+
+    allowed = {s.name for s in scenarios_for(adapter)}
+    for name in wanted:
+        if name not in SCENARIOS:
+            raise UsageError(f"--scenarios: {name!r} is unknown; known: {', '.join(SCENARIOS)}")
+        if name not in allowed:
+            raise UsageError(f"--scenarios: {name!r} needs a capability {adapter.name!r} does not declare")
+    return wanted
+
+
+__all__ = ["UsageError", "list_builtins", "resolve", "select_scenarios"]

@@ -99,6 +99,7 @@ class Scenario:
     point_mass: bool = False  # draft_probs=None; needs the point_mass capability
     identical_rows: bool = False  # every row shares one fixed draft (row-independence scenario)
     probe: bool = False  # a rare-edge probe: T0 only, sized by the event it must make happen (see PROBES)
+    joint: bool = False  # the joint-law scenario: the first tokens of each row over repeated cycles (joint.py)
     rows_per_call: int = 4096
     dtype: torch.dtype = torch.float64  # the dtype its rows are exact in (see given)
     _given: dict = field(default_factory=dict, repr=False, compare=False)  # dtype -> this scenario as given
@@ -107,6 +108,14 @@ class Scenario:
     @property
     def vocab_size(self) -> int:
         return self.target.shape[1]
+
+    @property
+    def features(self) -> list[str]:
+        """The declared features that change how the scenario is run and checked (its flags that are set)."""
+        flags = {"ragged": self.ragged, "point_mass": self.point_mass, "identical_rows": self.identical_rows,
+                 "probe": self.probe, "joint": self.joint, "mixed": len(self.starts) > 1,
+                 "context_free": self.context_free}  # fmt: skip
+        return [name for name, on in flags.items() if on]
 
     def given(self, dtype: torch.dtype) -> Scenario:
         """This scenario as a `dtype` verifier is given it: rows rounded to dtype, each summing to exactly 1
@@ -274,7 +283,9 @@ def _build() -> dict[str, Scenario]:
     p, q = _dense(rng, 8), _dense(rng, 8)
     out.append(context_free("identical_rows_g2", "every row has the same inputs", p, q, 2, identical_rows=True))
     target, draft = _markov_tables(rng, 5, zero_fraction=0.2)
-    out.append(markov("joint_markov_g2", "Markov V=5: first 3 tokens over repeated cycles", target, draft, 2))
+    out.append(
+        markov("joint_markov_g2", "Markov V=5: first 3 tokens over repeated cycles", target, draft, 2, joint=True)
+    )
     # Every draft has p = 0 (ratio 0) and sits on the first or last token, where the residual is 0 too: a
     # non-strict accept test `u <= p/q`, or an inverse CDF that can return token 0 at u = 0, emits a p = 0 token
     # when u = 0 (probability 2^-24 per fp32 uniform). Exact in every dtype; a correct verifier always emits 1 or 2.

@@ -25,23 +25,22 @@ import numpy as np
 import torch
 
 from .. import __version__
+from ..errors import MergeError
 from ..stats import CheckResult, ErrorBudget
-from . import checks
+from . import checks, registry
 from .adapters import Adapter
 from .assemble import build_report
 from .calls import AdapterFailure
 from .passes import Calls
+from .registry import CHAIN
 from .report import Report
 from .run_checks import failure_details
 from .run_plan import RunPlan, make_plan
 
 PARTIAL = "partial"
-ARRAYS = ("first", "correction", "bonus", "length", "reached", "rejected")
-OPTIONAL_ARRAYS = ("pairs", "joint")
-
-
-class MergeError(ValueError):
-    """Shards that cannot be merged (another run, a missing or duplicate shard); the message names the folder."""
+#: The count arrays a chain shard carries: exactly those the registered kinds declare (registry.counters). An array
+#: a Tally holds that no kind declares is an error at encoding, never silently dropped at merge.
+ARRAYS = registry.counters(CHAIN)
 
 
 @dataclass(frozen=True)
@@ -105,7 +104,8 @@ def shard_report(adapter: Adapter, plan: RunPlan, calls: Calls, run_results: lis
     results = list(run_results)
     for s in plan.scenarios:
         tally, summary, failure = calls.tallies[s.name], calls.summary(s.name), calls.broken.get(s.name)
-        report.scenarios[s.name] = {"description": s.description, "gamma": s.gamma, "vocab_size": s.vocab_size,
+        report.scenarios[s.name] = {"description": s.description, "features": s.features, "gamma": s.gamma,
+                                    "vocab_size": s.vocab_size,
                                     "rows": tally.rows, "rows_per_second": tally.rows / tally.seconds
                                     if tally.seconds else None, "calls": summary}  # fmt: skip
         if failure is not None:
@@ -153,7 +153,11 @@ def _decode_array(record: dict) -> np.ndarray:
 def encode_tally(tally: checks.Tally) -> dict:
     out = {"rows": tally.rows, "seconds": tally.seconds, "violations": tally.violations,
            "support_violations": tally.support_violations, "examples": tally.examples}  # fmt: skip
-    for name in ARRAYS + OPTIONAL_ARRAYS:
+    undeclared = sorted(k for k, v in vars(tally).items() if isinstance(v, np.ndarray) and k not in ARRAYS)
+    if undeclared:
+        raise ValueError(f"Tally arrays {undeclared} are declared by no check kind (registry.py): a shard would drop "
+                         "them")  # fmt: skip
+    for name in ARRAYS:
         value = getattr(tally, name)
         out[name] = None if value is None else _encode_array(value)
     return out
@@ -281,9 +285,7 @@ def _sum_tallies(s, seed: int, rule: str, parts: list[dict]) -> checks.Tally:
     for part in parts:
         tally.rows += part["rows"]
         tally.seconds += part["seconds"]
-        for name in ARRAYS:
-            setattr(tally, name, getattr(tally, name) + _decode_array(part[name]))
-        for name in OPTIONAL_ARRAYS:
+        for name in ARRAYS:  # None: a counter this scenario never fills (pairs, joint)
             if part[name] is not None:
                 value = _decode_array(part[name])
                 setattr(tally, name, value if getattr(tally, name) is None else getattr(tally, name) + value)

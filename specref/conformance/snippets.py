@@ -25,7 +25,7 @@ def snippet(record: dict, where: dict, details: dict) -> str | None:
 
     if kind != "kernel" or where.get("scenario") not in SCENARIOS:  # the catalogue's: `get(name)` rebuilds them
         return None
-    if where["scenario"].startswith("joint_") and (
+    if SCENARIOS[where["scenario"]].joint and (
         details.get("tier") == "T2" or "generator_seed" not in where or where.get("start_states", 0) is None
     ):
         return None  # a law over chained calls, or a call whose start states were not recorded

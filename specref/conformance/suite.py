@@ -25,7 +25,9 @@ import traceback
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..extras import ADAPTER_REQUIREMENTS, MATPLOTLIB, TORCH, MissingDependency, exit_if_missing, missing, notice
+from ..builtins import BUILTINS
+from ..errors import MissingDependency
+from ..extras import MATPLOTLIB, TORCH, exit_if_missing, notice
 
 if __name__ == "__main__":  # before torch is imported below
     exit_if_missing("python -m specref.conformance.suite", TORCH)
@@ -210,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     builtins = [] if args.mutants_only else list(available)
     mutants = list(CATALOGUE)
     # Built-ins this machine lacks a package for: a usage error when asked for by name, else named once and skipped.
-    unavailable = {n: absent for n, r in ADAPTER_REQUIREMENTS.items() if n not in available and (absent := missing(*r))}
+    unavailable = {b.name: absent for b in BUILTINS if b.name not in available and (absent := b.missing())}
     if args.only:
         wanted = [n.strip() for n in args.only.split(",") if n.strip()]
         for name in wanted:

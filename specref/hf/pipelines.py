@@ -183,3 +183,8 @@ def builtin_pipelines(gamma: int = 3) -> dict[str, Callable[[], PipelineAdapter]
         "mutant-ratio-q-unprocessed": mutant(0),
         "mutant-verify-skips-top-k": mutant(1),
     }
+
+
+def builtin_pipeline(name: str, gamma: int = 3) -> PipelineAdapter:
+    """The built-in pipeline `name` (a row of specref.builtins), built."""
+    return builtin_pipelines(gamma)[name]()

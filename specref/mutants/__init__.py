@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..conformance.registry import check_caught_by
 from . import bugs, lossy
 
 
@@ -25,7 +26,7 @@ class Mutant:
     bug_class: str  # the kind of bug: Target law, Draft law, Zero edges, Randomness, ...
     description: str
     verify: Callable  # the verify contract
-    caught_by: list[str]  # conformance check names expected to flag it
+    caught_by: list[str]  # check kinds (conformance.registry) expected to flag it
     lossy: bool = False  # lossy by configuration: report the TV, not a bug
     reference: str = ""  # where the bug (or rule) was seen
     ragged: bool = False  # declares num_draft (its bug is in the ragged path)
@@ -38,8 +39,10 @@ class Mutant:
 
 
 def _entry(verify, bug_class, caught_by, reference, **kwargs) -> Mutant:
+    """caught_by: declared check kinds (specref.conformance.registry); an undeclared one is an error at import."""
     description = " ".join(verify.__doc__.split())
-    return Mutant(verify.__name__, bug_class, description, verify, list(caught_by), reference=reference, **kwargs)
+    caught_by = check_caught_by(verify.__name__, caught_by)
+    return Mutant(verify.__name__, bug_class, description, verify, caught_by, reference=reference, **kwargs)
 
 
 _ENTRIES = [

@@ -27,6 +27,33 @@ def json_safe(value: Any) -> Any:
 
 
 @dataclass(frozen=True)
+class CheckId:
+    """The identity of one check: its kind (a registered check kind) and where it ran (a scenario, or "run").
+
+    Its string form `kind[scenario]` (or `kind` alone) is the `name` of a CheckResult and of report.json's records;
+    `parse` is its only inverse."""
+
+    kind: str
+    scenario: str | None = None
+
+    def __str__(self) -> str:
+        return self.kind if self.scenario is None else f"{self.kind}[{self.scenario}]"
+
+    @classmethod
+    def parse(cls, text: str) -> CheckId:
+        """From the string form; raises ValueError naming the text when it is not `kind` or `kind[scenario]`."""
+        kind, bracket, rest = str(text).partition("[")
+        if not kind or (bracket and not rest.endswith("]")):
+            raise ValueError(f"check name {text!r} is not 'kind' or 'kind[scenario]'")
+        return cls(kind, rest[:-1] if bracket else None)
+
+
+#: The four readings of a check, in the order outputs list them. "not run" is a failure (it could not be computed);
+#: "not tested" is neither a pass nor a failure (it could not fail, and spent no alpha).
+STATUSES = ("passed", "failed", "not run", "not tested")
+
+
+@dataclass(frozen=True)
 class CheckResult:
     """One statistical check: what was tested, on how many draws, at which alpha, with which power, and the verdict.
 
@@ -58,11 +85,19 @@ class CheckResult:
     tested: bool = True
 
     @property
+    def id(self) -> CheckId:
+        """The check's typed identity (kind, scenario), from its name."""
+        return CheckId.parse(self.name)
+
+    @property
     def status(self) -> str:
-        """ "passed", "failed" or "not tested": count passes with status == "passed", never with passed alone."""
+        """One of STATUSES: count passes with status == "passed", never with passed alone. "not run" (tier "not
+        run": the check could not be computed) is a failure; "not tested" (it could not fail) is neither."""
         if not self.tested:
             return "not tested"
-        return "passed" if self.passed else "failed"
+        if self.passed:
+            return "passed"
+        return "not run" if self.details.get("tier") == "not run" else "failed"
 
     @property
     def guaranteed_tv(self) -> float:

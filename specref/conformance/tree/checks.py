@@ -28,17 +28,19 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...reference.drafting import shape_depth
-from ...stats import CheckResult, binomial_positions, chisquare_gof, chisquare_strata
-from .. import plan
+from ...stats import CheckResult
+from ...stats.record import CheckId
+from .. import registry
 from ..checks import t0_result
+from ..kinds import JOINT_TOKENS  # noqa: F401 -- one constant for chains and trees; tree/runner.py reads it here
+from ..registry import TEST, TREE
 from .scenarios import TreeBatch, TreeScenario
 
 T0_CHECKS = ("t0_valid_ids", "t0_padding", "t0_root_to_node", "t0_prefix_is_drafts", "t0_zero_prob_emitted")
-JOINT_TOKENS = 3
 
 
 def family_of(kind: str) -> str:
-    return plan.family_of(kind)
+    return registry.family_of(kind)
 
 
 def tree_t0(batch: TreeBatch, tokens: np.ndarray, nodes: np.ndarray | None, target_seen: np.ndarray, vocab: int):
@@ -204,52 +206,22 @@ class TreeTally:
     # --- results ----------------------------------------------------------------------------------------------------
 
     def t2(self, kind: str, alpha: float) -> CheckResult:
-        sc = self.scenario
-        name = f"{kind}[{sc.name}]"
-        if kind == "first_token_law":
-            result = chisquare_gof(self.first, sc.target[sc.start], alpha=alpha, name=name)
-        elif kind == "accepted_length_law":
-            result = chisquare_strata(self.length, self.expected_length(), alpha=alpha, name=name)
-        elif kind == "depth_acceptance":
-            successes, trials, rates = self.hazards()
-            result = binomial_positions(successes, trials, rates, alpha=alpha, name=name)
-        elif kind == "correction_law":
-            expected = self.expected_last()
-            keys = sorted(self.last, key=str)
-            observed = np.stack([self.last[key] for key in keys])
-            law = np.stack([expected.get(key, np.zeros(sc.vocab_size)) for key in keys])  # unseen prefix: impossible
-            result = chisquare_strata(observed, law, alpha=alpha, name=name)
-        elif kind == "joint_law":
-            counts = self.joint if self.joint is not None else np.zeros(sc.vocab_size**JOINT_TOKENS, dtype=np.int64)
-            result = chisquare_gof(counts, sc.sequence_law(JOINT_TOKENS), alpha=alpha, name=name)
-        else:
+        """The registered test of `kind` (registry.py, tree form) on this tally, under the declared rule."""
+        form = registry.get(kind).forms.get(TREE)
+        if form is None or form.evaluate is None:
             raise ValueError(f"kind={kind!r} is not a tree check")
+        result = form.evaluate(self, alpha, self.rule, str(CheckId(kind, self.scenario.name)))
         result.details["family"] = family_of(kind)
         return result
 
     def planned(self) -> tuple[list[str], dict[str, str]]:
-        """(checks that test, {check: why it cannot fail}), from the exact laws alone (before any data)."""
-        sc, tested, skipped = self.scenario, [], {}
-        if sc.joint:
-            return ["joint_law"], {}
-        if (sc.target[sc.start] > 0).sum() > 1:
-            tested.append("first_token_law")
-        else:
-            skipped["first_token_law"] = "implied by T0 (t0_zero_prob_emitted: the root's target row is one-hot)"
-        _, _, rates = self.hazards()
-        if ((rates > 0) & (rates < 1)).any():
-            tested.append("depth_acceptance")
-        else:
-            skipped["depth_acceptance"] = "not tested: every depth's acceptance is certain (0 or 1)"
-        length = self.expected_length()
-        if sc.depth == 1:
-            skipped["accepted_length_law"] = "same statistic as depth_acceptance (depth 1)"
-        elif ((length > 0).sum(1) > 1).any():
-            tested.append("accepted_length_law")
-        else:
-            skipped["accepted_length_law"] = "not tested: the accepted count is certain"
-        if any((row > 0).sum() > 1 for row in self.expected_last().values()):
-            tested.append("correction_law")
-        else:
-            skipped["correction_law"] = "not tested: every last token is certain given its prefix"
+        """(checks that test, {check: why it cannot fail}), from the exact laws alone (before any data): every tree
+        T2 kind's plan predicate (registry.py)."""
+        tested, skipped = [], {}
+        for kind in registry.for_contract(TREE, "T2"):
+            decision = kind.forms[TREE].plan(self)
+            if decision == TEST:
+                tested.append(kind.name)
+            elif decision is not None:
+                skipped[kind.name] = decision
         return tested, skipped

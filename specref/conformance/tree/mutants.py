@@ -24,6 +24,7 @@ import torch
 from ...batched.tree import verify_tree
 from ...randomness import Injected
 from ...reference.tree import Accept, ArrayTree, Emit, _normalised, _residual
+from ..registry import check_caught_by
 from .adapters import TreeAdapter
 
 
@@ -186,6 +187,7 @@ CAUGHT_BY = {
     "topk_rsd": LAW_CHECKS,
     "greedy_match": LAW_CHECKS,
 }
+CAUGHT_BY = {name: set(check_caught_by(f"tree mutant {name}", sorted(kinds))) for name, kinds in CAUGHT_BY.items()}
 #: The scenarios each mutant's test runs (its bug shows there; the rest of the catalogue is left out for speed).
 SCENARIOS_FOR = {
     "residual_not_updated": ["tree_star_cf"],
