@@ -160,7 +160,7 @@ def test_correct_external_impls_conform(tmp_path, spec, folder, rows):
     assert json.loads((tmp_path / "verdict.json").read_text())["verdict"] == record["verdict"] == "conforming"
     assert record["alpha"] == pytest.approx(ALPHA, rel=1e-5)
     assert (
-        "| check | what it tests | statistic | df | p-value | alpha | N | detectable TV | verdict |"
+        "| check | what it tests | statistic (kind) | df | p-value | alpha | N | detectable TV | verdict |"
         in (out / "report.md").read_text()
     )
     if folder == "torch-vectorised":  # ragged and point-mass scenarios ran; plots were drawn

@@ -9,8 +9,8 @@ violation rate against the stated row probability r runs at ALPHA too, so this f
 most 2e-9. Like test_pytest_plugin.py it takes no share of properties/budget.py (whose "conformance" share is spent
 by test_conformance_cli.py); 2e-9 is negligible against budget.TOTAL = 1e-3, asserted below.
 Power: the mutant is caught by a certain check (t0_residual_support) that misses all of the >= 256 rows of
-cf_dense_g4 with probability (1 - r)^256 < 1e-80 (asserted); the binomial test detects |rate - r| >= 0.2 with
-probability 0.999 at 256 rows (the TV it detects at the rows reached is asserted below 0.2).
+cf_dense_g4 with probability (1 - r)^256 < 1e-50 (asserted; 3.6e-59 on its rows); the binomial test detects
+|rate - r| >= 0.2 with probability 0.999 at 256 rows (the TV it detects at the rows reached is asserted below 0.2).
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ def fake(name: str, verdict: str) -> SimpleNamespace:
     ("kernel", "mutant", "code", "words"),
     [
         ("conforming", "non-conforming", 0, "the yardstick works"),
+        ("non-conforming: rare edge", "non-conforming", 0, "keeps the target law except one rare edge, named"),
+        ("non-conforming: rare edge", "conforming", 1, "the mutant softmax_residual was not flagged"),
         ("non-conforming", "non-conforming", 1, "transformers was not found conforming (non-conforming)"),
         ("conforming", "conforming", 1, "the mutant softmax_residual was not flagged"),
         ("non-conforming", "conforming", 1, "was not found conforming"),
@@ -80,7 +82,7 @@ def test_usage_errors_exit_2_before_any_run(tmp_path, capsys, args, message):
 def test_the_mutant_escapes_the_fewest_rows_with_negligible_probability():
     r = demo.row_catch_probability()
     assert 0.3 < r < 0.7, r  # half the rows of cf_dense_g4 show the bug
-    assert demo.miss_probability(256) < 1e-80
+    assert demo.miss_probability(256) < 1e-50
 
 
 @pytest.mark.exact
@@ -100,12 +102,17 @@ def test_demo_conforms_the_kernel_flags_the_mutant_and_writes_both_reports(tmp_p
     for name in (impl, demo.MUTANT):
         assert (tmp_path / name / "report.md").is_file()
         records[name] = json.loads((tmp_path / name / "report.json").read_text())
-    assert records[impl]["verdict"] == "conforming"
+    kernel_verdict = "non-conforming: rare edge" if impl == "transformers" else "conforming"
+    assert records[impl]["verdict"] == kernel_verdict  # transformers: `r_i <= probability_ratio`, named
     assert records[demo.MUTANT]["verdict"] == "non-conforming"
     assert "t0_residual_support" in records[demo.MUTANT]["caught_by"]
     header, verdicts = out.splitlines()[3:5]  # after the two progress lines and a blank one
     assert header.split() == ["transformers" if impl == "transformers" else "batched", demo.MUTANT, "(mutant)"]
-    assert verdicts.split() == ["verdict", "CONFORMING", "NON-CONFORMING"]
+    assert verdicts.split() == ["verdict", *kernel_verdict.upper().split(), "NON-CONFORMING"]
+    if impl == "transformers":
+        assert (
+            "Rare edge of transformers: accepts a zero-probability draft" in out and "r_i <= probability_ratio" in out
+        )
     assert "the yardstick works" in out and str(tmp_path / demo.MUTANT / "report.md") in out
 
     # the stated row probability r agrees with the violations the run counted

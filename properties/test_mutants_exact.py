@@ -44,6 +44,7 @@ CHECK_NAMES = {
     "batch_composition",
     "ragged_law",
     "point_mass_law",
+    "rare_edge",
 }
 DESIGN_BUG_CLASSES = {
     "Target law",
@@ -169,6 +170,24 @@ def _u_zero():
     assert ref_at_zero == [0] and ours_at_zero == [1, 0]
 
 
+def _accept_le_fp32():
+    # p(d) = 0: `u <= 0` accepts at u = 0 exactly (the reference's strict test never does); at u > 0 both reject.
+    ours, ref = _both(bugs.accept_le_fp32, [[1, 0], [1, 0]], [[0.5, 0.5]], [1], [0.0, 0.5])
+    assert ref == [0] and ours == [1, 0]
+    assert _both(bugs.accept_le_fp32, [[1, 0], [1, 0]], [[0.5, 0.5]], [1], [2.0**-24, 0.5]) == ([0], [0])
+
+
+def _left_search(mutant):
+    # Reject d = 0 (p(d) = 0); residual p = (0, 3/8, 5/8, 0). At u = 0 the left search returns token 0 (p = 0);
+    # at u = 2^-24 both return token 1. The bonus row (0, 1, 0, 0) after an accept: token 0 again at u = 0.
+    target = [[0, 0.375, 0.625, 0], [0, 1.0, 0, 0]]
+    ours, ref = _both(mutant, target, [[0.5, 0, 0, 0.5]], [0], [0.5, 0.0])
+    assert ref == [1] and ours == [0]
+    assert _both(mutant, target, [[0.5, 0, 0, 0.5]], [0], [0.5, 2.0**-24]) == ([1], [1])
+    ours, ref = _both(mutant, [[0, 0.375, 0.625, 0], [0, 1.0, 0, 0]], [[0, 0.375, 0.625, 0]], [2], [0.5, 0.0])
+    assert ref == [2, 1] and ours == [2, 0]
+
+
 def _nan_ratio():
     ours, ref = _both(bugs.nan_ratio_accepted, [[1, 0], [1, 0]], [[0.5, 0.5]], [1], [0.9, 0.5])
     assert ref == [0] and ours == [1, 0]
@@ -279,6 +298,9 @@ BUG_TESTS = {
     "residual_paired_by_position": _paired_by_position,
     "u_zero_accepts_zero_prob": _u_zero,
     "nan_ratio_accepted": _nan_ratio,
+    "accept_le_fp32": _accept_le_fp32,
+    "inverse_cdf_left_search": lambda: _left_search(bugs.inverse_cdf_left_search),
+    "inverse_cdf_from_first_token": lambda: _left_search(bugs.inverse_cdf_from_first_token),
     "empty_residual_out_of_vocab": _empty_residual,
     "softmax_residual": _softmax_residual,
     "residual_floor_eps": _floor,

@@ -34,7 +34,15 @@ def comparable(report) -> dict:
         record.pop(key)
     for scenario in record["scenarios"].values():
         scenario.pop("rows_per_second")
+    record["checks"] = clockless(record["checks"])
     return record
+
+
+def clockless(checks: list[dict]) -> list[dict]:
+    """Checks without the forced edge probe's wall time."""
+    for check in checks:
+        check["details"].get("forced_probe", {}).pop("seconds", None)
+    return checks
 
 
 def shards_of(verify, count: int, **kwargs) -> list[tuple[str, dict]]:
@@ -54,7 +62,12 @@ def test_three_merged_shards_equal_one_run_bit_for_bit(impl, scenarios, verdict)
     kwargs = {"seed": 5, "rows": ROWS, "scenarios": scenarios, "budget_seconds": 3600.0}
     one = run(verify, **kwargs)
     shards = shards_of(verify, 3, **kwargs)
-    assert all(record["verdict"] == PARTIAL for _, record in shards)  # no certain failure in any shard
+    # a shard decides only certain checks: partial, or non-conforming by certain failures the whole run has too
+    # (the temperature mutant draws corrections outside the residual's support on joint_markov_g2's rows)
+    certain = {c.name for c in one.checks if c.details.get("tier") == "T0" and not c.passed}
+    for _, record in shards:
+        failed = {c["name"] for c in record["checks"] if not c["passed"]}
+        assert record["verdict"] == (NON_CONFORMING if failed else PARTIAL) and failed <= certain, failed
     assert sum(record["shard"]["calls"]["cf_dense_g4"]["count"] for _, record in shards) == 4  # chunks 0..3
     merged, _ = merge_records(shards[::-1])  # in any order
     assert one.verdict == merged.verdict == verdict
@@ -131,7 +144,7 @@ def test_cli_shards_then_merge(tmp_path, monkeypatch, capsys):
     assert "CONFORMING" in capsys.readouterr().out
     one = run(builtin_adapters()["batched"](), rows=5000, scenarios=["cf_dense_g4", "markov_g1"])
     merged = json.loads((tmp_path / "merged" / "report.json").read_text())
-    assert merged["checks"] == json.loads(json.dumps(one.to_dict()))["checks"]
+    assert clockless(merged["checks"]) == clockless(json.loads(json.dumps(one.to_dict()))["checks"])
     assert "## Statistical checks (T2)" in (tmp_path / "merged" / "report.md").read_text()
 
     assert main(common[:2] + ["--shard", "0/2"]) == 2

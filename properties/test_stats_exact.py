@@ -34,6 +34,7 @@ from specref.stats import (
     min_num_samples_mean,
     moments,
     noncentrality_for_power,
+    not_tested,
 )
 from specref.stats.gof import effective_min_expected
 from specref.stats.power import rule_critical
@@ -310,7 +311,7 @@ def test_holm_rejects_everything_bonferroni_rejects_and_is_monotone(p_values):
     budget = ErrorBudget(1e-3)
     m = len(p_values)
     bonferroni = [_result(p, 1e-3 / m) for p in p_values]
-    holm = budget.holm(bonferroni)
+    holm = budget.holm(bonferroni, family_size=m)
     assert [h.p_value for h in holm] == p_values  # input order kept
     for b, h in zip(bonferroni, holm, strict=True):
         if not b.passed:
@@ -325,6 +326,22 @@ def test_holm_rejects_everything_bonferroni_rejects_and_is_monotone(p_values):
     while rejected < m and ordered[rejected] <= 1e-3 / (m - rejected):
         rejected += 1
     assert sum(not h.passed for h in holm) == rejected
+
+
+def test_holm_family_size_is_the_planned_family_not_the_tested_one():
+    """Issue 20 item 8: a planned check that turns untested at run time keeps its slot in m."""
+    budget = ErrorBudget(1e-3)
+    results = [_result(4e-4, 0.0), _result(0.3, 0.0), not_tested("untested", "not tested (df = 0)")]
+    planned = budget.holm(results, family_size=3)
+    assert [r.details.get("holm", {}).get("family_size") for r in planned] == [3, 3, None]
+    assert planned[0].alpha == pytest.approx(1e-3 / 3) and planned[0].passed  # 4e-4 > 1e-3 / 3: not rejected
+    assert planned[2].status == "not tested" and planned[2].alpha == 0.0
+    # the data-dependent m of before (only the 2 tested) would have rejected it: 4e-4 <= 1e-3 / 2
+    assert not budget.holm(results[:2], family_size=2)[0].passed
+    with pytest.raises(ValueError, match="family_size=1"):
+        budget.holm(results, family_size=1)
+    with pytest.raises(TypeError):
+        budget.holm(results)  # m is never inferred from the data
 
 
 # ---- records and arguments -------------------------------------------------------------------------------------

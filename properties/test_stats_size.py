@@ -16,12 +16,15 @@ from specref.conformance import checks
 from specref.conformance.scenarios import SCENARIOS
 from specref.stats import binomial_positions, chisquare_gof, min_expected_for, pearson_critical, pearson_p_value
 from specref.stats.size import (
+    E_LADDER,
+    REAL_E_FACTOR,
     size_asymptotic_two_bins,
     size_binomial,
     size_multinomial,
     size_rare_limit,
     sizes_by_rare,
 )
+from specref.stats.size_real import reference_tail
 
 pytestmark = pytest.mark.exact
 
@@ -161,3 +164,55 @@ def test_mean_tau_bennett_holds_its_size_where_the_normal_interval_does_not(alph
         sizes[method] = float(law[:60][rejects].sum() + law[60:].sum())
     assert sizes["bennett"] <= alpha, sizes
     assert sizes["z"] > 3 * alpha, sizes  # the defect the calibration measured (mean_tau, 4.7x at the run level)
+
+
+# ---- real (non-integer) expected counts: issue 20 item 7 ---------------------------------------------------------
+
+
+def _span_grid(e: int, step: float) -> np.ndarray:
+    higher = [x for x in E_LADDER if x > e]
+    return np.arange(e, higher[0] if higher else 2 * e, step)
+
+
+@pytest.mark.parametrize(("alpha", "e", "real_e", "ratio_before"), [
+    (1.4e-5, 30, 30.26, 1.071),  # two bins at E and one large bin, the issue's case
+    (1e-6, 20, 20.55, 1.107),
+    (1e-7, 20, 20.20, 1.137),
+])  # fmt: skip
+def test_pearson_size_between_integer_counts_before_and_after(alpha, e, real_e, ratio_before):
+    """The rule before maximised over integer E only: its size at these real E was above alpha. The old critical
+    value is the lattice law's at alpha (the new one's at alpha * REAL_E_FACTOR, as p_new = REAL_E_FACTOR * p_old)."""
+    old = pearson_critical(alpha * REAL_E_FACTOR, 2, e)
+    assert pearson_p_value(old, 2, e) <= alpha * REAL_E_FACTOR
+    assert reference_tail(real_e, 2, old) / alpha == pytest.approx(ratio_before, abs=5e-4)
+    new = pearson_critical(alpha, 2, e)
+    assert new > old and reference_tail(real_e, 2, new) <= alpha
+    # the enumeration agrees with the lattice law at integer E
+    assert reference_tail(e, 2, new) == pytest.approx(size_rare_limit(alpha, 2, e, 2, new), rel=1e-6)
+
+
+@pytest.mark.parametrize("alpha", [1e-4, 1.4e-5, 1e-6, 1e-7])
+def test_pearson_size_over_a_dense_grid_of_real_expected_counts(alpha):
+    """df = 2 (the coarsest lattice): every ladder step's span of real E, step 0.05, plus the issue's points."""
+    worst = 0.0
+    for e in E_LADDER:
+        critical = pearson_critical(alpha, 2, e)
+        span = _span_grid(e, 0.05)
+        grid = [*span.tolist(), *(x for x in (30.26, 20.55, 20.20) if e <= x < span[-1])]
+        worst = max(worst, max(reference_tail(x, 2, critical) for x in grid) / alpha)
+    assert worst <= 1.0, worst
+
+
+def test_pearson_p_value_is_valid_at_every_level_between_integer_counts():
+    """The worst span (E in [20, 30), df = 2) at 25 levels from 1e-7 to 1e-3: the size of "p <= a" is <= a."""
+    grid = _span_grid(20, 0.05).tolist()
+    for alpha in np.geomspace(1e-7, 1e-3, 25).tolist():
+        critical = pearson_critical(alpha, 2, 20)
+        assert max(reference_tail(x, 2, critical) for x in grid) <= alpha, alpha
+
+
+@pytest.mark.parametrize("alpha", [1e-4, 1.4e-5, 1e-7])
+def test_pearson_size_at_real_counts_with_three_rare_bins(alpha):
+    for e in (20, 30):
+        critical = pearson_critical(alpha, 3, e)
+        assert max(reference_tail(x, 3, critical) for x in _span_grid(e, 0.25).tolist()) <= alpha

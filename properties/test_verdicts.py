@@ -123,6 +123,27 @@ def test_checks_that_cannot_fail_spend_no_alpha_and_are_not_passes():
 
 
 @pytest.mark.exact
+def test_holm_family_size_is_fixed_by_the_plan_not_the_data():
+    """Issue 20 item 8: at 300 rows, 3 of the 12 planned T2 checks turn "not tested (df = 0)" at run time (strata
+    merged to one bin). They keep their slots: m = 12, as planned, not the 9 tested (before: m = 9)."""
+    from specref.conformance.adapters import reference_adapter
+    from specref.conformance.run_plan import make_plan
+
+    adapter, scenarios = reference_adapter(), ["cf_near_equal_g4", "cf_dense_g4"]
+    planned = make_plan(adapter, scenarios, 1e-3).alphas
+    report = run(adapter, seed=0, budget_seconds=60, scenarios=scenarios, rows=300, alpha=1e-3)
+    t2 = [r for r in report.checks if r.details.get("tier") == "T2"]
+    assert sorted(r.name for r in t2) == sorted(planned)
+    untested = [r for r in t2 if not r.tested]
+    assert untested and all(r.status == "not tested" and r.alpha == 0 for r in untested)
+    assert all(r.details["not_tested"].startswith("not tested") for r in untested)
+    sizes = {r.details["holm"]["family_size"] for r in t2 if r.tested}
+    assert sizes == {len(planned)}
+    smallest = min((r for r in t2 if r.tested), key=lambda r: r.p_value)
+    assert smallest.alpha == pytest.approx(1e-3 / len(planned))
+
+
+@pytest.mark.exact
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
 def test_an_empty_residual_bug_is_reached_in_every_dtype(dtype):
     """cf_near_equal_g4's rows round to p == q in bf16 (Z = 0, so no residual is ever drawn); the dyadic rows of

@@ -63,7 +63,7 @@ def family_wise(sw: Sweep, level: float) -> dict:
     """Seeds whose run is flagged at family-wise level `level` (Holm over the T2 family; T0 and failures always)."""
     flagged = 0
     for run in sw.runs:
-        holm = ErrorBudget(level).holm(run.t2) if run.t2 else []
+        holm = ErrorBudget(level).holm(run.t2, family_size=len(sw.plan.t2_names)) if run.t2 else []
         flagged += bool(run.failures or run.t0_violations or not all(r.passed for r in holm))
     return {"alpha": level, **rate(flagged, len(sw.runs))}
 
@@ -215,7 +215,8 @@ def power_summary(sw: Sweep, null: Sweep | None, caught_by: list[str], lossy: bo
     plan = sw.plan
     runs = sw.runs
     t0_flagged = sum(bool(run.t0_violations or run.failures) for run in runs)
-    t2_flagged = sum(not all(r.passed for r in ErrorBudget(plan.alpha).holm(run.t2)) for run in runs if run.t2)
+    t2_flagged = sum(not all(r.passed for r in ErrorBudget(plan.alpha).holm(run.t2, family_size=len(plan.t2_names)))
+                     for run in runs if run.t2)  # fmt: skip
     checks = []
     for s in plan.scenarios:
         for name in plan.t2_names:

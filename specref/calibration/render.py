@@ -88,6 +88,19 @@ def _sizes_section(result: dict) -> list[str]:
               "| alpha | expected counts | exact size | ratio |", "|---|---|---|---|"]  # fmt: skip
     lines += [f"| {r['alpha']:g} | {', '.join(f'{x:g}' for x in r['expected'])} | {r['size']:.3g} | {r['ratio']:.3f} |"
               for r in table["pearson_rule_finite"]]  # fmt: skip
+    lines += [
+        "",
+        "The same rule at real (non-integer) expected counts, df = 2: two bins at E, one infinite bin, E on a "
+        "0.05 grid over each ladder span (before: the lattice law's critical value, integer E only):",
+        "",
+        "| alpha | ladder E | worst E before | ratio before | worst E now | ratio now |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['alpha']:g} | {r['e']} | {r['worst_e_before']:.2f} | {r['ratio_before']:.3f} "
+        f"| {r['worst_e_now']:.2f} | {r['ratio_now']:.3f} |"
+        for r in table.get("pearson_rule_real_e", [])
+    ]
     return lines + [""]
 
 

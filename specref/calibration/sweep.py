@@ -145,9 +145,9 @@ def run_seed(plan: Plan, seed: int) -> SeedRun:
                  scenarios=[s.name for s in plan.scenarios], rows=dict(plan.rows))  # fmt: skip
     t2 = [r for r in report.checks if r.details.get("tier") == "T2"]
     t0 = [r for r in report.checks if r.details.get("tier") != "T2" and not r.passed]
-    failures = [f"{r.name}: {r.details.get('error')}" for r in t0 if r.name.startswith("adapter[")]
+    failures = [f"{r.name}: {r.details.get('error')}" for r in t0 if r.id.kind == "adapter"]
     violations = {r.name: int(r.statistic) if np.isfinite(r.statistic) else 1 for r in t0
-                  if not r.name.startswith("adapter[")}  # fmt: skip
+                  if r.id.kind != "adapter"}  # fmt: skip
     return SeedRun(seed, t2, violations, failures, not report.passed, time.perf_counter() - started, report.plots)
 
 

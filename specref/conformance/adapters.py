@@ -10,6 +10,7 @@ Built-ins (`builtin_adapters`): the rows of the table in `specref.builtins` that
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -33,9 +34,21 @@ class Adapter:
     rule: str = "exact"  # the verification rule it implements: "exact" (min(1, p/q) + residual), "match", ...
     lossy: bool = False  # lossy by configuration: report the measured TV, not a bug
     notes: str = ""  # shown in reports
+    uniform_dtype: torch.dtype | None = None  # dtype of the uniforms it draws (the rare-edge event); None: undeclared
 
 
-_CAPABILITIES = ("ragged", "point_mass", "uniforms", "device", "dtype", "kind", "rule", "lossy", "notes")
+_CAPABILITIES = (
+    "ragged",
+    "point_mass",
+    "uniforms",
+    "device",
+    "dtype",
+    "kind",
+    "rule",
+    "lossy",
+    "notes",
+    "uniform_dtype",
+)
 
 
 def as_adapter(obj, name: str | None = None) -> Adapter:
@@ -104,6 +117,7 @@ def reference_adapter() -> Adapter:
         point_mass=True,
         uniforms=True,
         dtype=torch.float64,
+        uniform_dtype=torch.float64,
         notes="specref.reference.verify, one Python loop over rows on float64 lists; uniforms drawn as [B, g+1]",
     )
 
@@ -117,26 +131,27 @@ def batched_adapter() -> Adapter:
         ragged=True,
         point_mass=True,
         uniforms=True,
+        uniform_dtype=torch.float32,
         notes="specref.batched.verify: vectorised torch, no loop over B or g",
     )
 
 
 # --- transformers: transformers/generation/utils.py `_speculative_sampling` (read with inspect.getsource, 5.24) ---
 # It takes logits (we pass log(probs); log 0 = -inf, and softmax(-inf) = 0 exactly), handles one sequence, and
-# draws from torch's global RNG (rand_like, then multinomial). Per call we draw one seed from the harness's
-# generator and run the rows under torch.random.fork_rng, so the caller's global RNG state is left as it was.
+# draws from torch's global RNG (rand_like, then multinomial). Per call the global RNG takes the state of the
+# harness's generator (copied, not reseeded: a forced state from specref.forced reaches the engine's draws), the rows
+# run under torch.random.fork_rng (the caller's global RNG state is left as it was), and the generator takes the
+# global state back, so it has advanced by exactly what the engine drew.
 
 
 def _transformers_verify(target_probs, draft_probs, draft_tokens, generator=None, *, ensemble_weight=None):
     from transformers.generation.utils import _speculative_sampling
 
     batch, gamma = draft_tokens.shape
-    (seed,) = seeds_from(generator, 1)
     target_logits = target_probs.log()  # [B, g+1, V]
     draft_logits = draft_probs.log()  # [B, g, V]
     rows = []
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with torch.random.fork_rng(devices=[]), global_rng_from(generator):
         for b in range(batch):
             valid_tokens, _ = _speculative_sampling(
                 draft_tokens[b : b + 1],  # candidate_input_ids [1, g]: the prompt part is sliced away anyway
@@ -149,19 +164,31 @@ def _transformers_verify(target_probs, draft_probs, draft_tokens, generator=None
     return contract_output(rows, gamma, target_probs.device)
 
 
+@contextlib.contextmanager
+def global_rng_from(generator: torch.Generator | None):
+    """torch's global CPU RNG continues `generator`'s stream for an engine that draws from it; on exit `generator`
+    takes the global state back (it advanced by what the engine drew). Use inside torch.random.fork_rng."""
+    if generator is None or generator.device.type != "cpu":
+        raise ValueError(f"generator={generator!r}: this adapter copies a CPU torch.Generator's state into torch's "
+                         "global RNG")  # fmt: skip
+    torch.set_rng_state(generator.get_state())
+    yield
+    generator.set_state(torch.get_rng_state())
+
+
 def _transformers_ensemble_verify(target_probs, draft_probs, draft_tokens, generator=None):
     return _transformers_verify(target_probs, draft_probs, draft_tokens, generator, ensemble_weight=0.5)
 
 
 _TRANSFORMERS_NOTES = (
     "transformers.generation.utils._speculative_sampling, batch 1 per call, looped over rows; logits = log(probs). "
-    "It uses torch's global RNG: seeded per call with torch.manual_seed(seed), seed drawn from the harness's "
-    "generator, inside torch.random.fork_rng (the global state is restored afterwards)."
+    "It uses torch's global RNG: per call it takes the harness's generator's state (copied, so a forced state "
+    "reaches its draws), inside torch.random.fork_rng (the global state is restored afterwards)."
 )
 
 
 def transformers_adapter() -> Adapter:
-    return Adapter("transformers", _transformers_verify, notes=_TRANSFORMERS_NOTES)
+    return Adapter("transformers", _transformers_verify, notes=_TRANSFORMERS_NOTES, uniform_dtype=torch.float32)
 
 
 def transformers_ensemble_adapter() -> Adapter:
@@ -169,6 +196,7 @@ def transformers_ensemble_adapter() -> Adapter:
         "transformers-ensemble",
         _transformers_ensemble_verify,
         lossy=True,
+        uniform_dtype=torch.float32,
         notes=_TRANSFORMERS_NOTES + " Configured with assistant_ensemble_weight=0.5 (DIVERSE static ensemble): "
         "lossy by design.",
     )

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+import torch
+
 from ..stats import CheckResult, ErrorBudget
 from . import checks, laws
 from .adapters import Adapter
@@ -14,7 +16,7 @@ from .plan import RULE, plan_for
 from .report import Report
 from .run_checks import failure_details, not_run
 from .run_plan import RunPlan
-from .scenarios import Scenario, probe_detection, probe_rows_needed
+from .scenarios import Scenario, probe_detection, probe_event_probability, probe_event_words, probe_rows_needed
 
 
 class Counted(Protocol):
@@ -40,7 +42,7 @@ def build_report(adapter: Adapter, plan: RunPlan, counted: Counted, run_results:
     for s in plan.scenarios:
         adapter_results += scenario_checks(report, s, plan, counted, not_run_list)
     report.add_t0("run", adapter_results + run_results + not_run_list)
-    report.finish(ErrorBudget(alpha), wall_seconds())
+    report.finish(ErrorBudget(alpha), wall_seconds(), family_size=len(plan.alphas))
     if report.law_kept:
         report.rule_diagnosis = rule_diagnosis(counted.tallies, plan.checks, plan.alphas, adapter.rule)
     return report
@@ -81,7 +83,7 @@ def scenario_checks(report: Report, s: Scenario, plan: RunPlan, counted: Counted
         report.add_t0(s.name, tally.certain_results(scenario_plan.certain))
         report.add_t2(s.name, tally.t2_results(kinds) + skipped, tally)
     if s.probe:
-        report.probe = probe_summary(s, tally)
+        report.probe = probe_summary(s, tally, report.adapter)
     return results
 
 
@@ -98,16 +100,23 @@ def why_not_run(s: Scenario, tally: checks.Tally, failure: AdapterFailure | None
     return None
 
 
-def probe_summary(s: Scenario, tally: checks.Tally) -> dict:
+def probe_summary(s: Scenario, tally: checks.Tally, adapter: Adapter) -> dict:
+    """The statistical probe's tests and detection probability, at the event probability of the adapter's device and
+    uniform dtype (scenarios.probe_event_probability): None where the event cannot happen (float64)."""
     tests = tally.rows  # one accept test with p/q = 0 and one correction draw per row
+    dtype = getattr(adapter, "uniform_dtype", None)
+    event = probe_event_probability(adapter.device, dtype or torch.float32)
+    detection = None if event is None else probe_detection(tests, event)
     return {
         "scenario": s.name,
         "accept_tests_with_ratio_0": tests,
-        "detection_probability": probe_detection(tests),
-        "event": "an fp32 uniform equal to 0 (probability 2^-24 per draw)",
+        "event_probability": event,
+        "detection_probability": detection,
+        "detection_words": "none: the event cannot happen" if detection is None else f"{detection:.4g}",
+        "event": probe_event_words(adapter.device, dtype),
         "catches": "a non-strict accept test u <= p/q on fp32 uniforms (it accepts a draft of target probability 0), "
         "and an inverse-CDF correction that returns token 0 at u = 0",
-        "target_rows": probe_rows_needed(),
+        "target_rows": None if event is None else probe_rows_needed(event=event),
     }
 
 

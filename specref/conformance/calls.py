@@ -41,6 +41,7 @@ import numpy as np
 import torch
 
 from ..errors import AdapterFailure
+from ..forced import outputs_used
 from .adapters import Adapter
 from .locate import describe_error, locate, raised_at
 from .scenarios import Batch
@@ -104,15 +105,18 @@ def call_inputs(
     device: str = "cpu",
     ragged: bool = False,
     uniforms: np.ndarray | None = None,
+    generator_state: torch.Tensor | None = None,
 ) -> tuple[tuple, dict]:
     """(args, kwargs) exactly as the harness passes them to verify for this batch (reproduce snippets call this).
 
     num_draft is passed only to a ragged adapter and only when some row drafts fewer than g tokens.
+    generator_state: a CPU generator state (specref.forced) the generator starts in instead of the seeded one.
     """
-    return _arguments(_job(batch, generator_seed, dtype, device, ragged, uniforms)[0])
+    return _arguments(_job(batch, generator_seed, dtype, device, ragged, uniforms, generator_state)[0])
 
 
-def _job(batch: Batch, generator_seed: int, dtype, device, ragged: bool, uniforms) -> tuple[dict, tuple]:
+def _job(batch: Batch, generator_seed: int, dtype, device, ragged: bool, uniforms,
+         generator_state=None) -> tuple[dict, tuple]:  # fmt: skip
     """(what the adapter's arguments are built from, small enough to send to a worker: no [B, g+1, V] copy of a
     broadcast row; the (target, draft) probabilities as the adapter will see them, in float64)."""
     target, target_seen = _cast(batch.target_probs, dtype)
@@ -127,6 +131,7 @@ def _job(batch: Batch, generator_seed: int, dtype, device, ragged: bool, uniform
         "dtype": dtype,
         "device": str(device),
         "generator_seed": int(generator_seed),
+        "generator_state": None if generator_state is None else generator_state.numpy().copy(),
     }
     return job, (target_seen, draft_seen)
 
@@ -134,6 +139,8 @@ def _job(batch: Batch, generator_seed: int, dtype, device, ragged: bool, uniform
 def _arguments(job: dict) -> tuple[tuple, dict]:
     device, dtype = job["device"], job["dtype"]
     generator = torch.Generator(device=device).manual_seed(job["generator_seed"])
+    if job.get("generator_state") is not None:  # the edge probe's forced state (specref.forced)
+        generator.set_state(torch.from_numpy(job["generator_state"]))
     target, draft = _tensor(job["target"], dtype, device), _tensor(job["draft"], dtype, device)
     args = (target, draft, torch.from_numpy(job["tokens"].copy()).to(device), generator)
     kwargs = {}
@@ -161,7 +168,10 @@ def _execute(verify, job: dict) -> tuple:
         return ("failure", failure.kind, failure.message, None)
     except BaseException as error:  # noqa: BLE001 -- anything the adapter raises is a verdict, not a crash
         return ("failure", "exception", describe_error(error), raised_at(error.__traceback__, verify, skip=_HERE))
-    return ("ok", tokens, time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    if job.get("generator_state") is None:
+        return ("ok", tokens, seconds)
+    return ("ok", tokens, seconds, outputs_used(args[3].get_state()))  # how far the forced stream was read
 
 
 def _as_tokens(out, shape: tuple[int, int]) -> np.ndarray:
@@ -187,6 +197,7 @@ class Caller:
         self.mode = mode or call_mode(adapter)
         self.workers_started = 0
         self.seconds_per_row = 0.0  # the slowest rate of a completed call so far
+        self.outputs_used: int | None = None  # outputs of a forced generator state the last call read
         self._process = self._conn = self._dump = None
 
     def __enter__(self) -> Caller:
@@ -204,13 +215,17 @@ class Caller:
         uniforms: np.ndarray | None = None,
         dtype: torch.dtype | None = None,
         where: dict | None = None,
+        generator_state: torch.Tensor | None = None,
     ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray | None], float]:
         """(tokens [B, g+1] int64, (target, draft) probabilities as the adapter saw them, seconds in the adapter).
 
         Raises AdapterFailure (kind 'exception', 'malformed', 'hang' or 'crash'), with `where` as its call.
+        generator_state: a forced CPU generator state (specref.forced); `self.outputs_used` then tells how many
+        outputs of it the call read (None: past the forced ones, or the generator was not read as a stream).
         """
         dtype = dtype or self.adapter.dtype
-        job, seen = _job(batch, generator_seed, dtype, self.adapter.device, self.adapter.ragged, uniforms)
+        job, seen = _job(batch, generator_seed, dtype, self.adapter.device, self.adapter.ragged, uniforms,
+                         generator_state)  # fmt: skip
         rows = len(batch.num_draft)
         timeout = self.hang_limit(timeout, rows)
         if self.mode == "inline":
@@ -222,6 +237,7 @@ class Caller:
         if reply[0] == "failure":
             raise AdapterFailure(reply[1], reply[2], reply[3], where)
         self.seconds_per_row = max(self.seconds_per_row, reply[2] / max(rows, 1))
+        self.outputs_used = reply[3] if len(reply) > 3 else None
         return reply[1], seen, reply[2]
 
     def hang_limit(self, timeout: float, rows: int) -> float:

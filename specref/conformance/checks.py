@@ -1,6 +1,7 @@
-"""The checks: T0 invariants on every verify call, and the T2 laws built from counts accumulated over calls.
+"""The chain tally: T0 invariants on every verify call, and the counts the T2 laws are tested on.
 
-Which checks a scenario runs, their family (contract, law, rule) and why some cannot fail is plan.py's concern.
+Each kind's family, plan predicate (why some cannot fail) and test are declared in the check registry (registry.py,
+kinds.py); the tally counts what they read (its arrays are the counters the kinds declare, and what a shard carries).
 T0 (deterministic, a single violation is a certain failure, no false-alarm budget):
   t0_valid_ids          every entry is -1 or a token id in [0, V)
   t0_padding            1..num_draft+1 tokens, left-aligned, then only -1
@@ -8,9 +9,7 @@ T0 (deterministic, a single violation is a certain failure, no false-alarm budge
   t0_zero_prob_emitted  no emitted token has target probability 0
   t0_residual_support   a correction lies where the declared rule can put it (a rule check)
 (The output's shape and dtype are checked on every call before any of these: a malformed output fails `adapter`.)
-T2 (statistical; alpha from the run's budget), per scenario:
-  first_token_law, correction_law, bonus_law, reject_rate, accepted_length_law, mean_tau,
-  and on special scenarios batch_composition, ragged_law, point_mass_law, row_independence, joint_law.
+T2 (statistical; alpha from the run's budget), per scenario: the chain kinds of tier T2 in kinds.py.
 Rows that break a contract check (bad ids or padding, a prefix that is not the drafts, a token of probability 0)
 are left out of the T2 counts: their tokens cannot be indexed or are certainly wrong, and the verdict is already
 non-conforming. A rule check never removes rows, so law checks stay unbiased whatever rule a verifier follows.

@@ -16,7 +16,7 @@ import numpy as np
 from ..stats import binomial_positions, chisquare_gof, chisquare_strata, mean_ci
 from ..stats import not_tested as _not_tested
 from . import laws
-from .registry import CERTAIN, CHAIN, CONTRACT, LAW, RULE, TEST, CheckKind, Form, declare
+from .registry import CERTAIN, CHAIN, CONTRACT, EDGE, LAW, RULE, TEST, CheckKind, Form, declare
 
 #: Floor on Var(tau) in mean_tau: the float rounding of the expected laws (see _mean_tau).
 VARIANCE_FLOOR = 1e-12
@@ -233,6 +233,9 @@ declare(CheckKind("adapter", CONTRACT, "call", "the adapter ran: no exception, n
                   "returned", statistic="violations", bins="call", forms={CHAIN: _T0}))  # fmt: skip
 declare(CheckKind("reproducibility", CONTRACT, "run", "same seed gives the same tokens; another seed gives others",
                   statistic="violations", bins="row", forms={CHAIN: _T0}))  # fmt: skip
+declare(CheckKind("rare_edge", EDGE, "run", "with one generator output forced to a float32 u = 0 (specref.forced), no "
+                  "token of probability 0 is emitted: accept, correction and bonus draws (edge_probe.py)",
+                  statistic="violations", bins="call", forms={CHAIN: _T0}))  # fmt: skip
 declare(CheckKind("coupling", RULE, "run", "with injected uniforms, tokens equal the reference engine's, token for "
                   "token", statistic="mismatched rows", bins="row", forms={CHAIN: _T0}))  # fmt: skip
 

@@ -60,7 +60,7 @@ def run_pipeline(pipeline, *, seed: int = 0, budget_seconds: float = 300.0, alph
             except ValueError as failure:  # out-of-range ids: a certain failure
                 report.add_t0(name, [t0_result("t0_valid_ids", 1, rows, {"error": str(failure)})])
         tell(f"{name}: {rows:,} continuations", (i + 1) / len(prompts))
-    report.finish(ErrorBudget(alpha), time.perf_counter() - started)
+    report.finish(ErrorBudget(alpha), time.perf_counter() - started, family_size=len(alphas))
     return report
 
 

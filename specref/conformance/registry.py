@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 from ..stats.record import CheckId
 
 CONTRACT, LAW, RULE = "contract", "law", "rule"
-FAMILIES = (CONTRACT, LAW, RULE)
+#: A rare edge the forced probe showed (edge_probe.py): its own verdict, "non-conforming: rare edge".
+EDGE = "edge"
+FAMILIES = (CONTRACT, LAW, RULE, EDGE)
 CHAIN, TREE = "chain", "tree"
 #: Tiers: T0 runs on every call (certain), T2 is statistical (spends alpha), "run" is a run-level certain check,
 #: "call" is the adapter check (it ran, no exception, no hang, a well-formed output).
@@ -58,7 +60,7 @@ class CheckKind:
     bins: str = ""  # what one outcome of the law is: "token", "accepted count", "token pair", "token sequence"
     strata: str = ""  # what a stratum is, when the law is split by one
     distance: str = "TV"  # the unit of the detectable distance it reports
-    plot: str | None = None  # plot group (render.PLOT_FILES): "first", "length", "reject"
+    plot: str | None = None  # plot group (plots.PLOT_FILES): "first", "length", "reject"
     forms: dict[str, Form] = field(default_factory=dict)
 
     def __post_init__(self):

@@ -16,6 +16,10 @@ from .adapters import Adapter
 from .plan import LAW, RULE, describe, family_of
 
 CONFORMING, NON_CONFORMING, LOSSY = "conforming", "non-conforming", "lossy by configuration"
+#: Only the forced edge probe failed (family "edge", edge_probe.py): non-conforming by default (exit 1),
+#: accepted with `--allow-edge`.
+RARE_EDGE = "non-conforming: rare edge"
+EDGE = registry.EDGE
 PLOT_MAX_VOCAB = 64
 
 
@@ -86,15 +90,18 @@ class Report:
         if tally is not None and tally.scenario.vocab_size <= PLOT_MAX_VOCAB and not tally.scenario.identical_rows:
             self.plots[scenario] = _plot_series(tally)
 
-    def finish(self, budget: ErrorBudget, wall_seconds: float) -> None:
-        """Holm over the T2 family, then the verdict: contract, then law, then rule (plan.py)."""
+    def finish(self, budget: ErrorBudget, wall_seconds: float, family_size: int) -> None:
+        """Holm over the T2 family of family_size planned checks (fixed before data: ErrorBudget.holm), then the
+        verdict: contract, then law, then rule (plan.py)."""
         t2 = [i for i, r in enumerate(self.checks) if r.details.get("tier") == "T2"]
-        for i, r in zip(t2, budget.holm([self.checks[i] for i in t2])):
+        for i, r in zip(t2, budget.holm([self.checks[i] for i in t2], family_size=family_size)):
             self.checks[i] = r
         self.wall_seconds = wall_seconds
         failed = {family(r) for r in self.failures}
         if not failed:
             self.verdict = CONFORMING if self.adapter.rule == "exact" else lossless(self.adapter.rule)
+        elif failed == {EDGE}:
+            self.verdict = RARE_EDGE  # the law is otherwise exact; the edge is named with its probability
         elif self.adapter.lossy and LAW in failed and failed <= {LAW, RULE}:
             self.verdict = LOSSY  # lossy describes a law: it never excuses a crash or a broken invariant
         else:
@@ -185,6 +192,7 @@ class Report:
                     "rule": a.rule,
                     "lossy": a.lossy,
                     "notes": a.notes,
+                    "uniform_dtype": str(getattr(a, "uniform_dtype", None) or "") or None,
                     **({"scheme": a.scheme, "nodes": a.nodes} if a.kind == "tree" else {}),
                 },
                 "rows_as_given": precision.describe(a.dtype),
@@ -278,6 +286,8 @@ def _cause_line(tier: str, group: list[CheckResult]) -> str:
         return (f"FAIL {r.name}: p={r.p_value:.3g} (alpha {r.alpha:.2g}), {statistic_kind(r) or 'statistic'} "
                 f"{r.statistic:.4g}, n={r.n:,}")  # fmt: skip
     head = f"FAIL {r.id.kind}[{_where(group)}]"
+    if r.details.get("edge"):  # a rare edge the forced probe named (edge_probe.py)
+        return f"{head}: {r.details['edge']}"
     if r.details.get("error"):
         return f"{head}: {r.details['error']}" + (f" (in {r.id.scenario}; the same in each)" if len(group) > 1 else "")
     violations = sum(0 if math.isnan(c.statistic) else int(c.statistic) for c in group)

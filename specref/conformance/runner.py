@@ -20,6 +20,10 @@ equal share of the time left, and stops early at the rows that buy it little mor
 rolls on to the next. A slow adapter (a row loop) thus gets the largest N its budget allows, and the report states
 the TV each check could detect at that N.
 
+Rare edges. After the run-level checks, the deterministic edge probe (edge_probe.py) calls the adapter a few times
+with forced CPU generator states (specref.forced): a float32 u = 0 at chosen draws shows `u <= p/q` or a left-side
+inverse CDF in one call; its records (family "edge") join the run-level checks.
+
 Calls. Every call goes through calls.Caller: CPU adapters run in a forked worker process (a hang is killed, a
 crash is a verdict), others in a thread (a hang is abandoned). An exception, a crash or malformed output fails
 that scenario's adapter check (with the raising line and the call's provenance) and the run goes on; a hang stops
@@ -35,7 +39,8 @@ from collections.abc import Callable
 from . import laws
 from .adapters import as_adapter
 from .assemble import build_report, rule_diagnosis
-from .calls import Caller
+from .calls import AdapterFailure, Caller
+from .edge_probe import EdgeProbe, edge_probe
 from .passes import Calls, Clock, Sizing, derive_seed, main_pass, probe_pass
 from .report import Report
 from .run_checks import run_checks
@@ -88,6 +93,8 @@ def run(
         if not calls.stopped:
             main_pass(caller, plan.scenarios, calls, seed, sizing, clock, tell)  # calls: the main pass
         run_results, run_not_run = run_checks(caller, seed, clock, calls.stopped) if sizing.owns(0) else ([], [])
+        edge = forced_edge_probe(caller, calls, seed, clock) if sizing.owns(0) else None  # edge_probe.py
+        run_results += edge.results if edge else []
     if part is not None:
         return shard_report(adapter, plan, calls, run_results, run_not_run, shard=part, rows=sizing.rows, seed=seed,
                             budget_seconds=budget_seconds, alpha=alpha, wall_seconds=clock.elapsed)  # fmt: skip
@@ -95,6 +102,17 @@ def run(
                           budget_seconds=budget_seconds, alpha=alpha, wall_seconds=clock.elapsed)  # fmt: skip
     tell("done", 1.0)
     return report
+
+
+def forced_edge_probe(caller: Caller, calls: Calls, seed: int, clock: Clock) -> EdgeProbe | None:
+    """The deterministic rare-edge probe (edge_probe.py), unless a hang stopped the run's calls."""
+    if calls.stopped:
+        return None
+    try:
+        return edge_probe(caller, seed, clock.timeout)
+    except AdapterFailure as failure:  # a hang under a forced state: the run's calls stop here
+        calls.stopped = f"the run stopped calling the adapter after a hang in the edge probe ({failure})"
+        return None
 
 
 def _check_arguments(budget_seconds: float, alpha: float) -> None:

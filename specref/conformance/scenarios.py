@@ -55,10 +55,34 @@ def _one_hot(v, token) -> np.ndarray:
     return row
 
 
-#: The rare-edge probe (see _build) and the event it is sized for: one fp32 uniform equal to 0.
+#: The rare-edge probe (see _build) and the event it is sized for: one fp32 uniform equal to 0 (on CPU; see
+#: probe_event_probability for other devices and dtypes).
 PROBE = "probe_zero_ratio_g1"
 PROBE_EVENT_PROBABILITY = 2.0**-24
 PROBE_POWER = 0.99
+
+
+def probe_event_probability(device="cpu", dtype: torch.dtype | None = torch.float32) -> float | None:
+    """P(u = 0) for one uniform of `dtype` drawn by torch on `device`: CPU float32 2^-24, CUDA float32 2^-25, float64
+    None (2^-53 on CPU: never in practice, the edge is not reachable). specref.forced.event_probability."""
+    from ..forced import event_probability
+
+    return event_probability(device, dtype)
+
+
+def probe_event_words(device="cpu", dtype: torch.dtype | None = None) -> str:
+    """The probe's event in words, for a verifier on `device` drawing `dtype` uniforms (None: not declared)."""
+    assumed = dtype is None
+    dtype = torch.float32 if assumed else dtype
+    event = probe_event_probability(device, dtype)
+    kind, name = torch.device(device).type, str(dtype).replace("torch.", "")
+    if event is None:
+        return (f"a {name} uniform equal to 0 on {kind}: not reachable (float64 uniforms are 0 with probability "
+                "2^-53, never in practice)" if dtype == torch.float64
+                else f"a {name} uniform equal to 0 on {kind}: its probability is not stated (not read for this "
+                "device and dtype)")  # fmt: skip
+    note = " (float32 assumed: the verifier does not declare the dtype of its uniforms)" if assumed else ""
+    return f"a {name} uniform equal to 0 on {kind}, probability 2^{np.log2(event):.0f} per draw{note}"
 
 
 def probe_rows_needed(power: float = PROBE_POWER, event: float = PROBE_EVENT_PROBABILITY) -> int:
@@ -241,58 +265,88 @@ def _markov_tables(rng, v, zero_fraction=0.3) -> tuple[np.ndarray, np.ndarray]:
     return target, draft
 
 
-def _build() -> dict[str, Scenario]:
-    rng = _rng("catalogue", 1)
-    out: list[Scenario] = []
-    p, q = _dense(rng, 16), _dense(rng, 16)
-    out.append(context_free("cf_dense_g4", "context-free, independent dense p and q, V=16", p, q, 4))
-    p, q = _sparse(rng, 32, 0.6), _dense(rng, 32)
-    out.append(context_free("cf_zero_support_g3", "60% of tokens have p = 0, q dense (drafts hit p = 0)", p, q, 3))
-    p, q = _disjoint_pair(rng, 12, cut=5)
-    out.append(context_free("cf_disjoint_g2", "disjoint supports: every draft rejected at position 1", p, q, 2))
+def _near_equal(name, rng) -> Scenario:
     p = _peaked(rng, 12)
-    out.append(context_free("cf_equal_g8", "p == q (Z = 0): every draft accepted, tau = g+1", p, p.copy(), 8))
     q = _normalise(p * (1 + 1e-3 * rng.standard_normal(12)))
-    out.append(context_free("cf_near_equal_g4", "q = p perturbed by 1e-3 relative (tiny residuals)", p, q, 4))
+    return context_free(name, "q = p perturbed by 1e-3 relative (tiny residuals)", p, q, 4)
+
+
+def _small_residual(name, rng) -> Scenario:
     # Dyadic rows, exact in bf16, fp16 and fp32: the residual survives every dtype's rounding, whereas the rows of
-    # cf_near_equal_g4 round to p == q in bf16. Z = 2^-8 + 2^-9, on tokens 0 and 2 only.
+    # cf_near_equal_g4 round to p == q in bf16. Z = 2^-8 + 2^-9, on tokens 0 and 2 only. No randomness.
     p = np.array([16, 12, 8, 8, 6, 6, 4, 4]) / 64
     q = p + np.array([-4, 0, -2, 0, 0, 4, 0, 2]) / 1024
-    out.append(context_free("cf_small_residual_g4", "q moves 3*2^-9 of p's mass (tiny Z, exact in any dtype)", p, q, 4))
-    p, q = _one_hot(10, 3), _dense(rng, 10)
-    out.append(context_free("cf_one_hot_target_g3", "one-hot target, dense draft", p, q, 3))
-    p, q = _dense(rng, 10), _one_hot(10, 7)
-    out.append(context_free("cf_one_hot_draft_g3", "dense target, one-hot draft", p, q, 3))
-    for gamma in (1, 5, 8):
-        target, draft = _markov_tables(rng, 6)
-        out.append(markov(f"markov_g{gamma}", f"order-1 Markov, V=6, 30% zeros in p, g={gamma}", target, draft, gamma))
-    p, q = _peaked(rng, 8193, 0.5), _peaked(rng, 8193, 0.2)
-    out.append(context_free("large_v8193_g2", "V=8193, peaked laws, zero-heavy target", p, q, 2, rows_per_call=512))
-    p, q = _peaked(rng, 151936, 0.5), _peaked(rng, 151936, 0.2)
-    out.append(context_free("large_v151936_g1", "V=151936 (Qwen vocab)", p, q, 1, rows_per_call=64))
-    p = _dense(rng, 10)
+    return context_free(name, "q moves 3*2^-9 of p's mass (tiny Z, exact in any dtype)", p, q, 4)
+
+
+def _equal(name, rng) -> Scenario:
+    p = _peaked(rng, 12)
+    return context_free(name, "p == q (Z = 0): every draft accepted, tau = g+1", p, p.copy(), 8)
+
+
+def _mixed_batch(name, rng) -> Scenario:
     parts = [
-        context_free("a", "", p, _dense(rng, 10), 3),
+        context_free("a", "", _dense(rng, 10), _dense(rng, 10), 3),
         context_free("b", "", _one_hot(10, 2), _dense(rng, 10), 3),  # all g+1 target rows one-hot
         context_free("c", "", *_disjoint_pair(rng, 10), 3),
     ]
-    out.append(_mixed("mixed_batch_g3", "rows of three scenarios interleaved in each call", parts))
-    target, draft = _markov_tables(rng, 6)
-    out.append(markov("ragged_g6", "Markov V=6, num_draft ~ U{0..6}, -1 placeholders", target, draft, 6, ragged=True))
-    out.append(markov("point_mass_g4", "Markov V=6, draft_probs=None", target, draft, 4, point_mass=True))
-    p, q = _dense(rng, 8), _dense(rng, 8)
-    out.append(context_free("identical_rows_g2", "every row has the same inputs", p, q, 2, identical_rows=True))
-    target, draft = _markov_tables(rng, 5, zero_fraction=0.2)
-    out.append(
-        markov("joint_markov_g2", "Markov V=5: first 3 tokens over repeated cycles", target, draft, 2, joint=True)
-    )
+    return _mixed(name, "rows of three scenarios interleaved in each call", parts)
+
+
+def _markov_entry(description, v, gamma, zero_fraction=0.3, **kw):
+    return lambda name, rng: markov(name, description, *_markov_tables(rng, v, zero_fraction), gamma, **kw)
+
+
+def _probe(name, rng) -> Scenario:
     # Every draft has p = 0 (ratio 0) and sits on the first or last token, where the residual is 0 too: a
     # non-strict accept test `u <= p/q`, or an inverse CDF that can return token 0 at u = 0, emits a p = 0 token
     # when u = 0 (probability 2^-24 per fp32 uniform). Exact in every dtype; a correct verifier always emits 1 or 2.
     p, q = np.array([0.0, 0.375, 0.625, 0.0]), np.array([0.5, 0.0, 0.0, 0.5])
-    out.append(context_free(PROBE, "rare-edge probe: every accept test has p/q = 0", p, q, 1, probe=True,
-                            rows_per_call=1 << 16))  # fmt: skip
-    return {s.name: s for s in out}
+    return context_free(name, "rare-edge probe: every accept test has p/q = 0", p, q, 1, probe=True,
+                        rows_per_call=1 << 16)  # fmt: skip
+
+
+#: The catalogue: name -> builder(name, rng). Each scenario draws its rows from its own stream, derived from its name
+#: (scenario_rng), so adding, removing or reordering an entry changes no other scenario. Features are the flags the
+#: builder sets (ragged, point_mass, identical_rows, joint, probe; mixed: several start states), never the name.
+CATALOGUE = {
+    "cf_dense_g4": lambda name, rng: context_free(name, "context-free, independent dense p and q, V=16",
+                                                  _dense(rng, 16), _dense(rng, 16), 4),
+    "cf_zero_support_g3": lambda name, rng: context_free(name, "60% of tokens have p = 0, q dense (drafts hit p = 0)",
+                                                         _sparse(rng, 32, 0.6), _dense(rng, 32), 3),
+    "cf_disjoint_g2": lambda name, rng: context_free(name, "disjoint supports: every draft rejected at position 1",
+                                                     *_disjoint_pair(rng, 12, cut=5), 2),
+    "cf_equal_g8": _equal,
+    "cf_near_equal_g4": _near_equal,
+    "cf_small_residual_g4": _small_residual,
+    "cf_one_hot_target_g3": lambda name, rng: context_free(name, "one-hot target, dense draft", _one_hot(10, 3),
+                                                           _dense(rng, 10), 3),
+    "cf_one_hot_draft_g3": lambda name, rng: context_free(name, "dense target, one-hot draft", _dense(rng, 10),
+                                                          _one_hot(10, 7), 3),
+    **{f"markov_g{g}": _markov_entry(f"order-1 Markov, V=6, 30% zeros in p, g={g}", 6, g) for g in (1, 5, 8)},
+    "large_v8193_g2": lambda name, rng: context_free(name, "V=8193, peaked laws, zero-heavy target",
+                                                     _peaked(rng, 8193, 0.5), _peaked(rng, 8193, 0.2), 2,
+                                                     rows_per_call=512),
+    "large_v151936_g1": lambda name, rng: context_free(name, "V=151936 (Qwen vocab)", _peaked(rng, 151936, 0.5),
+                                                       _peaked(rng, 151936, 0.2), 1, rows_per_call=64),
+    "mixed_batch_g3": _mixed_batch,
+    "ragged_g6": _markov_entry("Markov V=6, num_draft ~ U{0..6}, -1 placeholders", 6, 6, ragged=True),
+    "point_mass_g4": _markov_entry("Markov V=6, draft_probs=None", 6, 4, point_mass=True),
+    "identical_rows_g2": lambda name, rng: context_free(name, "every row has the same inputs", _dense(rng, 8),
+                                                        _dense(rng, 8), 2, identical_rows=True),
+    "joint_markov_g2": _markov_entry("Markov V=5: first 3 tokens over repeated cycles", 5, 2, 0.2, joint=True),
+    PROBE: _probe,
+}  # fmt: skip
+
+
+def scenario_rng(name: str) -> np.random.Generator:
+    """The random stream a catalogue scenario's rows are drawn from: PCG64 seeded by crc32 of its name."""
+    return _rng("scenario", name)
+
+
+def build(catalogue: dict | None = None) -> dict[str, Scenario]:
+    """The scenarios of a catalogue (default CATALOGUE), each built from its own name's stream."""
+    return {name: make(name, scenario_rng(name)) for name, make in (catalogue or CATALOGUE).items()}
 
 
 def _disjoint_pair(rng, v, cut=None) -> tuple[np.ndarray, np.ndarray]:
@@ -304,7 +358,7 @@ def _disjoint_pair(rng, v, cut=None) -> tuple[np.ndarray, np.ndarray]:
     return p, q
 
 
-SCENARIOS: dict[str, Scenario] = _build()
+SCENARIOS: dict[str, Scenario] = build()
 
 
 def get(name: str) -> Scenario:

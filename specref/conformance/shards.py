@@ -113,7 +113,7 @@ def shard_report(adapter: Adapter, plan: RunPlan, calls: Calls, run_results: lis
         if tally.rows:
             report.add_t0(s.name, tally.t0_results())
     report.add_t0("run", results + run_not_run)
-    report.finish(ErrorBudget(alpha), wall_seconds())
+    report.finish(ErrorBudget(alpha), wall_seconds(), family_size=len(plan.alphas))
     if not report.failures:
         report.verdict = PARTIAL
     report.shard = {
@@ -273,7 +273,9 @@ def _adapter_of(record: dict) -> Adapter:
     dtype = getattr(torch, a["dtype"].removeprefix("torch."))
     return Adapter(record["impl"], verify=_never_called, ragged=a["ragged"], point_mass=a["point_mass"],
                    uniforms=a["uniforms"], device=a["device"], dtype=dtype, kind=a["kind"], rule=a["rule"],
-                   lossy=a["lossy"], notes=a["notes"])  # fmt: skip
+                   lossy=a["lossy"], notes=a["notes"],
+                   uniform_dtype=getattr(torch, a["uniform_dtype"].replace("torch.", "")) if a.get("uniform_dtype")
+                   else None)  # fmt: skip
 
 
 def _never_called(*args, **kwargs):

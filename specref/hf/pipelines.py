@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..conformance.adapters import global_rng_from
 from . import target_law
 from .generation import SpecConfig, Verify, speculative_generate
 from .processors import Processors
@@ -70,9 +71,9 @@ def specref_pipeline(
 ) -> PipelineAdapter:
     """specref's own speculative generation; seed drives one torch.Generator for drafts and verification."""
 
-    def generate(prompts: torch.Tensor, n_new: int, seed: int) -> torch.Tensor:
+    def generate(prompts: torch.Tensor, n_new: int, seed: int | torch.Generator) -> torch.Tensor:
         _check_prompts(prompts)
-        generator = torch.Generator().manual_seed(seed)
+        generator = seed if isinstance(seed, torch.Generator) else torch.Generator().manual_seed(seed)
         return speculative_generate(target, draft, prompts, n_new, config, generator, verify=verify)
 
     return PipelineAdapter(
@@ -89,20 +90,22 @@ def transformers_pipeline(target, draft, processors: Processors, gamma: int) -> 
     """transformers' assisted generation with sampling, one prompt per call (it supports batch size 1 only).
 
     transformers samples from the global torch RNG: generate() seeds it with torch.manual_seed(seed) inside
-    torch.random.fork_rng, so the caller's global RNG state is left as it was. Before each call the assistant's
+    torch.random.fork_rng, so the caller's global RNG state is left as it was. `seed` may also be a CPU
+    torch.Generator: its state is copied into the global RNG (a forced state from specref.forced reaches
+    transformers' draws) and the generator takes the advanced state back. Before each call the assistant's
     generation_config is set to num_assistant_tokens = gamma with the "constant" schedule ("heuristic" would change g
     from call to call and persist it on the assistant). transformers' assistant_confidence_threshold stays at its
     default (0.4): the assistant stops drafting early when its last draft has probability below it, so gamma is the
     most drafts per cycle. Neither setting may change the law.
     """
 
-    def generate(prompts: torch.Tensor, n_new: int, seed: int) -> torch.Tensor:
+    def generate(prompts: torch.Tensor, n_new: int, seed: int | torch.Generator) -> torch.Tensor:
         _check_prompts(prompts)
         draft.generation_config.num_assistant_tokens = gamma
         draft.generation_config.num_assistant_tokens_schedule = "constant"
         rows = []
-        with torch.random.fork_rng(devices=[]), torch.no_grad():
-            torch.manual_seed(seed)
+        generator = seed if isinstance(seed, torch.Generator) else torch.Generator().manual_seed(seed)
+        with torch.random.fork_rng(devices=[]), torch.no_grad(), global_rng_from(generator):
             for prompt in prompts:
                 out = target.generate(
                     input_ids=prompt[None],

@@ -91,9 +91,12 @@ _ENTRIES = [
     _entry(
         bugs.u_zero_accepts_zero_prob,
         "Zero edges",
-        ["t0_zero_prob_emitted"],
+        ["t0_zero_prob_emitted", "rare_edge"],
         "transformers _speculative_sampling (`r_i <= probability_ratio`); pytorch issue 16706 (rand returns 0)",
     ),
+    _entry(bugs.accept_le_fp32, "Zero edges", ["rare_edge"], "transformers _speculative_sampling (`r_i <= ...`)"),
+    _entry(bugs.inverse_cdf_left_search, "Zero edges", ["rare_edge"], "bug class: left-side inverse-CDF search"),
+    _entry(bugs.inverse_cdf_from_first_token, "Zero edges", ["rare_edge"], "bug class: CDF intervals closed at 0"),
     _entry(
         bugs.nan_ratio_accepted,
         "Zero edges",

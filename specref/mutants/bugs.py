@@ -93,6 +93,50 @@ def u_zero_accepts_zero_prob(target_probs, draft_probs, draft_tokens, generator=
     return run(target_probs, draft_probs, draft_tokens, uniforms_for(uniforms, generator, draft_tokens), steps)
 
 
+def fp32_uniforms(uniforms: Tensor | None, generator, draft_tokens: Tensor) -> Tensor:
+    """The injected uniforms, or [B, g+1] float32 ones as torch.rand gives them: exactly 0 with probability 2^-24
+    on CPU (the low 24 bits of one generator output), the uniforms most engines draw."""
+    if uniforms is not None:
+        return uniforms
+    if generator is None:
+        raise ValueError("generator=None: a mutant draws its uniforms from the caller's torch.Generator")
+    batch, gamma = draft_tokens.shape
+    drawn = torch.rand(batch, gamma + 1, generator=generator, dtype=torch.float32, device=generator.device)
+    return drawn.to(draft_tokens.device)
+
+
+def accept_le_fp32(target_probs, draft_probs, draft_tokens, generator=None, *, uniforms=None):
+    """Accept when u <= p/q on float32 uniforms (transformers' `r_i <= probability_ratio`): at u = 0 exactly, which
+    happens with probability 2^-24 per accept test, a draft with p(d) = 0 is accepted. Exact otherwise."""
+    steps = Steps(accept=lambda u, p_at_draft, q_at_draft: u <= p_at_draft / q_at_draft)
+    return run(target_probs, draft_probs, draft_tokens, fp32_uniforms(uniforms, generator, draft_tokens), steps)
+
+
+def _left_search(weights: Tensor, u: Tensor) -> Tensor:
+    partial = weights.cumsum(-1)  # [B, V]
+    threshold = (u * partial[:, -1])[:, None].contiguous()  # [B, 1]
+    return torch.searchsorted(partial, threshold, side="left")[:, 0].clamp(max=weights.shape[-1] - 1)
+
+
+def inverse_cdf_left_search(target_probs, draft_probs, draft_tokens, generator=None, *, uniforms=None):
+    """The correction and bonus draws search the cumulative sum on the left side, searchsorted(cumsum(w), u * sum,
+    side='left'): at u = 0 (float32, 2^-24 per draw) it returns token 0 even when w_0 = 0. Exact otherwise."""
+    steps = Steps(draw=_left_search)
+    return run(target_probs, draft_probs, draft_tokens, fp32_uniforms(uniforms, generator, draft_tokens), steps)
+
+
+def _closed_at_zero(weights: Tensor, u: Tensor) -> Tensor:
+    partial = weights.cumsum(-1)  # [B, V]
+    return (partial >= u[:, None] * partial[:, -1:]).to(torch.int8).argmax(-1)
+
+
+def inverse_cdf_from_first_token(target_probs, draft_probs, draft_tokens, generator=None, *, uniforms=None):
+    """The final draw takes the first token whose cumulative sum reaches u * sum (>=, the intervals start at the
+    first token, closed at 0): at u = 0 (float32, 2^-24 per draw) a leading zero-probability token is drawn."""
+    steps = Steps(draw=_closed_at_zero)
+    return run(target_probs, draft_probs, draft_tokens, fp32_uniforms(uniforms, generator, draft_tokens), steps)
+
+
 def nan_ratio_accepted(target_probs, draft_probs, draft_tokens, generator=None, *, uniforms=None):
     """The ratio's q is masked by p's support (0/0 = NaN at p(d) = 0), and the test `not (u >= ratio)` accepts NaN."""
 

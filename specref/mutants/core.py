@@ -77,6 +77,7 @@ class Steps:
     empty_token: str | None = None  # None: an empty residual falls back to p; "vocab_size": emit id V
     bonus_offset: int = 0  # the bonus comes from target row g + bonus_offset
     bonus: bool = True  # False: no token after g accepts
+    draw: Callable[[Tensor, Tensor], Tensor] = inverse_cdf  # (weights [B,V], u [B]) -> [B] the final token
 
 
 EXACT = Steps()
@@ -118,7 +119,7 @@ def run(
         residual = torch.where(empty[:, None], p_row, residual)
     bonus_row = target_probs[:, gamma + steps.bonus_offset].double()  # [B, V]
     weights = torch.where(rejected[:, None], residual, bonus_row)
-    final = inverse_cdf(weights, uniforms[:, gamma])
+    final = steps.draw(weights, uniforms[:, gamma])
     if steps.empty_token == "vocab_size":
         final = torch.where(rejected & empty, vocab_size, final)
     if not steps.bonus:

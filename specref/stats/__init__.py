@@ -8,7 +8,9 @@ with probability 1 - beta). Distributions all come from scipy.stats.
   gof       chisquare_gof, discrete_law and their assert_ forms
   strata    chisquare_strata: one chi-square over strata with their own expected laws
   size      the far-tail reference law of Pearson chi-square, E_min(alpha, df), exact sizes of every test family
+  size_real exact sizes of that rule at real (non-integer) expected counts
   rates     binomial_rate, binomial_positions (exact binomial per position), mean_ci and their assert_ forms
+  bennett   Bennett's bound for a mean: p-value, interval, and the worst-case power over laws on a range
   budget    ErrorBudget: Bonferroni split and Holm step-down
   record    CheckResult, JSON-safe via to_dict(); tested=False marks a check that cannot fail (no alpha, no pass)
 """

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from numbers import Real
 
-from ._args import check_level
+from ._args import check_count, check_level
 from .record import CheckResult
 
 
@@ -39,23 +39,29 @@ class ErrorBudget:
         self.allocation = {name: self.total * float(weight) / weight_sum for name, weight in items}
         return dict(self.allocation)
 
-    def holm(self, results: list[CheckResult]) -> list[CheckResult]:
+    def holm(self, results: list[CheckResult], *, family_size: int) -> list[CheckResult]:
         """Holm step-down over the family at level total; results come back in input order with new verdicts.
 
-        Sort p-values ascending; the i-th smallest (i = 0..m-1) fails while p_(i) <= total / (m - i); the first one
-        that clears its threshold and all after it pass. Each result's alpha becomes its Holm threshold (details keep
-        the Bonferroni alpha under holm.bonferroni_alpha); detectable_tv, computed at the caller's alpha, stays a
-        valid conservative power statement whenever that alpha was <= total / m.
+        family_size is m, fixed before any data: every check the plan gave alpha. A planned check that could not be
+        tested at run time (df = 0 after merging sparse strata, no observations) keeps its slot, as if its p-value
+        were 1: m never shrinks with the data, which a data-dependent m would (the guarantee is for a fixed family).
+        Sort the tested p-values ascending; the i-th smallest (i = 0..) fails while p_(i) <= total / (m - i); the
+        first one that clears its threshold and all after it pass. Each result's alpha becomes its Holm threshold
+        (details keep the Bonferroni alpha total / m under holm.bonferroni_alpha); detectable_tv, computed at the
+        caller's alpha, stays a valid conservative power statement whenever that alpha was <= total / m.
 
-        Results with tested=False (checks that cannot fail) are not in the family: they come back unchanged with
-        alpha 0, and m counts only the tested ones.
+        Results with tested=False come back unchanged but for alpha 0 and passed=True: they spend nothing and are
+        never counted as passes.
         """
+        family_size = check_count("family_size", family_size)
         verdicts: list[CheckResult | None] = [
             None if r.tested else dataclasses.replace(r, alpha=0.0, passed=True) for r in results
         ]
         family = [i for i, r in enumerate(results) if r.tested]
-        m = len(family)
-        if m == 0:
+        m = family_size
+        if len(family) > m:
+            raise ValueError(f"family_size={family_size!r} is smaller than the {len(family)} tested results")
+        if not family:
             return verdicts  # type: ignore[return-value]
         order = sorted(family, key=lambda i: (results[i].p_value, i))
         stepping = True
@@ -63,7 +69,8 @@ class ErrorBudget:
             result = results[index]
             threshold = self.total / (m - rank)
             stepping = stepping and result.p_value <= threshold
-            holm = {"rank": rank, "family_size": m, "threshold": threshold, "bonferroni_alpha": self.total / m}
+            holm = {"rank": rank, "family_size": m, "tested": len(family), "threshold": threshold,
+                    "bonferroni_alpha": self.total / m}  # fmt: skip
             verdicts[index] = dataclasses.replace(
                 result, alpha=threshold, passed=not stepping, details={**result.details, "holm": holm}
             )

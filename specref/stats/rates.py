@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.stats import beta as beta_law
 from scipy.stats import binomtest, norm, t
 
+from . import bennett
 from ._args import check_count, check_level, check_positive, check_rate
 from .power import min_detectable_diff_binomial, min_detectable_shift_mean
 from .record import CheckResult, not_tested, require
@@ -159,8 +159,10 @@ def mean_ci(
       "hoeffding"  exact, non-asymptotic interval for variables in bounds = (lo, hi) (Hoeffding's inequality):
                    half-width (hi - lo) sqrt(log(2 / alpha) / (2 n)); conservative, needs no variance.
     The check fails when expected_mean lies outside the interval (p_value <= alpha). detectable_tv is the mean shift
-    detected with power 1 - beta: (z_{a/2} + z_b) sigma / sqrt(n) for z and t (t with the sample sigma), and
-    (hi - lo) (sqrt(log(2/alpha)/(2n)) + sqrt(log(1/beta)/(2n))) for Hoeffding.
+    detected with power 1 - beta: (z_{a/2} + z_b) sigma / sqrt(n) for z and t (t with the sample sigma: a normal
+    approximation that assumes the alternative's sigma is the same), (hi - lo) (sqrt(log(2/alpha)/(2n)) +
+    sqrt(log(1/beta)/(2n))) for Hoeffding (valid for every law on [lo, hi]), and for Bennett the worst case over
+    every law on [lo, hi] at that shift, each with its own variance and reach (bennett.py).
     """
     alpha, beta = check_level("alpha", alpha), check_level("beta", beta)
     if (
@@ -213,9 +215,9 @@ def mean_ci(
             raise ValueError(f"expected_mean={expected_mean!r} lies outside bounds={bounds!r}")
         variance = check_positive("known_variance", known_variance)
         statistic = shift
-        p_value = _bennett_p(n, shift, variance, hi - expected_mean, expected_mean - lo)
-        half_width = _bennett_half_width(n, alpha, variance, hi - expected_mean, expected_mean - lo)
-        detectable = half_width + _bennett_half_width(n, 2 * beta, variance, hi - expected_mean, expected_mean - lo)
+        p_value = bennett.p_value(n, shift, variance, hi - expected_mean, expected_mean - lo)
+        half_width = max(bennett.half_widths(n, alpha, variance, hi - expected_mean, expected_mean - lo))
+        detectable = bennett.detectable_shift(n, alpha, beta, float(expected_mean), variance, lo, hi)
         df = 0
     else:
         raise ValueError(f"method={method!r} must be 'z', 't', 'hoeffding' or 'bennett'")
@@ -232,39 +234,10 @@ def mean_ci(
     }
     if known_variance is not None:
         details["known_variance"] = float(known_variance)
+    if method == "bennett":
+        details["power_family"] = f"every law on [{bounds[0]:g}, {bounds[1]:g}], each with its own variance"
     return CheckResult(name, float(statistic), df, p_value, n, alpha, float(detectable), p_value > alpha, 0.0, details)
 
 
 def assert_mean_ci(samples=None, *, expected_mean: float, alpha: float, **kwargs) -> CheckResult:
     return require(mean_ci(samples, expected_mean=expected_mean, alpha=alpha, **kwargs))
-
-
-def _bennett_tail(n: int, shift: float, variance: float, reach: float) -> float:
-    """Bennett: P(mean - mu >= shift) <= exp(-n var / b^2 h(b shift / var)), h(u) = (1 + u) log(1 + u) - u, for
-    i.i.d. variables with X - mu <= b (= reach) and the given variance."""
-    if shift <= 0:
-        return 1.0
-    if reach <= 0:
-        return 0.0  # the mean cannot move that way at all
-    u = reach * shift / variance
-    return math.exp(-n * variance / reach**2 * ((1 + u) * math.log1p(u) - u))
-
-
-def _bennett_p(n: int, shift: float, variance: float, up: float, down: float) -> float:
-    """Two-sided p-value: the bound of the observed side doubled (each side at alpha / 2)."""
-    tail = _bennett_tail(n, shift, variance, up) if shift >= 0 else _bennett_tail(n, -shift, variance, down)
-    return float(min(1.0, 2.0 * tail))
-
-
-def _bennett_half_width(n: int, alpha: float, variance: float, up: float, down: float) -> float:
-    """The shift each side needs for its bound to reach alpha / 2 (the larger of the two)."""
-    widths = []
-    for reach in (up, down):
-        if reach <= 0:
-            continue
-        hi = reach
-        if _bennett_tail(n, hi, variance, reach) > alpha / 2:
-            widths.append(hi)  # the bound cannot reach alpha / 2 within the range: nothing is detectable below it
-            continue
-        widths.append(brentq(lambda d, r=reach: _bennett_tail(n, d, variance, r) - alpha / 2, 1e-300, hi))
-    return max(widths, default=0.0)

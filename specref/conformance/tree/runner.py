@@ -119,7 +119,7 @@ def run_tree(
         results += [not_tested(f"{kind}[{s.name}]", reason) for kind, reason in skipped.items()]
         report.add_t2(s.name, results)
     report.add_t0("run", run_checks + extra)
-    report.finish(ErrorBudget(alpha), time.perf_counter() - started)
+    report.finish(ErrorBudget(alpha), time.perf_counter() - started, family_size=len(alphas))
     tell("done", 1.0)
     return report
 

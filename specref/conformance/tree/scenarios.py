@@ -227,29 +227,41 @@ def _sparse_row(rng, v) -> np.ndarray:
     return _normalise(w)
 
 
-def _build() -> dict[str, TreeScenario]:
-    rng = _rng("tree-catalogue", 1)
-    out = [
-        _context_free("tree_chain_cf", "context-free chain of 3 drafts, V=6", _dense(rng, 6), _dense(rng, 6),
-                      [chain_shape(3)]),
-        _context_free("tree_star_cf", "context-free star: 4 children of the root, V=6", _dense(rng, 6),
-                      _dense(rng, 6), [STAR]),
-        _context_free("tree_duplicates_cf", "peaked q, V=4: i.i.d. children repeat often (depth 2, 7 nodes)",
-                      _dense(rng, 4), _peaked(rng, 4), [BUSH]),
-        _markov("tree_chain_markov", "Markov V=5 chain of 3 drafts (a wrong row shows with context)", rng, 5,
-                [chain_shape(3)]),
-        _markov("tree_eagle_markov", "Markov V=5 EAGLE-like tree: depth 3, root top-3, 7 nodes", rng, 5, [EAGLE]),
-        _markov("tree_ragged_markov", "Markov V=5, ragged: each row a chain of 2, a star of 3 or a depth-2 tree",
-                rng, 5, [chain_shape(2), ((), (), ()), (((), ()), ())]),
-        _markov("tree_joint_markov", "Markov V=4 EAGLE-like tree: first 3 tokens over repeated cycles", rng, 4,
-                [(((),), ())], joint=True),
-        _markov("chain_joint_markov", "Markov V=4 chain of 2: first 3 tokens over repeated cycles", rng, 4,
-                [chain_shape(2)], joint=True),
-    ]  # fmt: skip
-    return {s.name: s for s in out}
+#: The catalogue: name -> builder(name, rng). Each scenario draws from its own stream, derived from its name
+#: (scenario_rng), so adding, removing or reordering an entry changes no other scenario. Features are declared:
+#: the shapes (several: ragged trees), context_free, and joint (the joint-law loop), never read from the name.
+CATALOGUE = {
+    "tree_chain_cf": lambda name, rng: _context_free(name, "context-free chain of 3 drafts, V=6", _dense(rng, 6),
+                                                     _dense(rng, 6), [chain_shape(3)]),
+    "tree_star_cf": lambda name, rng: _context_free(name, "context-free star: 4 children of the root, V=6",
+                                                    _dense(rng, 6), _dense(rng, 6), [STAR]),
+    "tree_duplicates_cf": lambda name, rng: _context_free(name, "peaked q, V=4: i.i.d. children repeat often (depth "
+                                                          "2, 7 nodes)", _dense(rng, 4), _peaked(rng, 4), [BUSH]),
+    "tree_chain_markov": lambda name, rng: _markov(name, "Markov V=5 chain of 3 drafts (a wrong row shows with "
+                                                   "context)", rng, 5, [chain_shape(3)]),
+    "tree_eagle_markov": lambda name, rng: _markov(name, "Markov V=5 EAGLE-like tree: depth 3, root top-3, 7 nodes",
+                                                   rng, 5, [EAGLE]),
+    "tree_ragged_markov": lambda name, rng: _markov(name, "Markov V=5, ragged: each row a chain of 2, a star of 3 or "
+                                                    "a depth-2 tree", rng, 5,
+                                                    [chain_shape(2), ((), (), ()), (((), ()), ())]),
+    "tree_joint_markov": lambda name, rng: _markov(name, "Markov V=4 EAGLE-like tree: first 3 tokens over repeated "
+                                                   "cycles", rng, 4, [(((),), ())], joint=True),
+    "chain_joint_markov": lambda name, rng: _markov(name, "Markov V=4 chain of 2: first 3 tokens over repeated "
+                                                    "cycles", rng, 4, [chain_shape(2)], joint=True),
+}  # fmt: skip
 
 
-SCENARIOS = _build()
+def scenario_rng(name: str) -> np.random.Generator:
+    """The random stream a tree scenario's rows are drawn from: PCG64 seeded by crc32 of its name."""
+    return _rng("tree-scenario", name)
+
+
+def build(catalogue: dict | None = None) -> dict[str, TreeScenario]:
+    """The scenarios of a catalogue (default CATALOGUE), each built from its own name's stream."""
+    return {name: make(name, scenario_rng(name)) for name, make in (catalogue or CATALOGUE).items()}
+
+
+SCENARIOS = build()
 
 
 def get(name: str) -> TreeScenario:

@@ -1,0 +1,156 @@
+"""The deterministic edge probe (specref.conformance.edge_probe): u = 0 edges shown in one call, honestly worded.
+
+Each verifier below is run through the harness's Caller with forced generator states. Verifiers with the edge are
+caught, with the edge named and its line located; correct ones pass; ones the probe cannot reach (their own RNG,
+a seed drawn from the generator, CUDA) are "not shown", never passed; a failure that needs several zeros at once
+is not counted; a failure that happens without any forced zero is not called a rare edge.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from specref.conformance import run
+from specref.conformance.adapters import Adapter, as_adapter, builtin_adapters, contract_output, seeds_from
+from specref.conformance.calls import Caller, call_inputs
+from specref.conformance.cli import EXIT_CONFORMING, EXIT_NON_CONFORMING, _write_and_tell
+from specref.conformance.edge_probe import ROWS, edge_probe, probe_batch
+from specref.conformance.render import render_markdown
+from specref.conformance.report import RARE_EDGE
+from specref.forced import forced_state
+from specref.mutants import CATALOGUE
+
+pytestmark = pytest.mark.exact
+
+
+def _probe(adapter: Adapter, seed: int = 0, mode: str = "inline"):
+    with Caller(adapter, mode=mode) as caller:
+        return edge_probe(caller, seed, lambda: 120.0)
+
+
+def _verdicts(probe) -> dict[str, str]:
+    out = {}
+    for r in probe.results:
+        edge = r.name.split("[")[1][:-1]
+        out[edge] = "not tested" if "not_tested" in r.details else ("pass" if r.passed else "FAIL")
+    return out
+
+
+def _fp32_then_own_rng(target_probs, draft_probs, draft_tokens, generator):
+    """u <= p/q, but on numpy uniforms: the forced stream never reaches it."""
+    rng = np.random.Generator(np.random.PCG64(int(seeds_from(generator, 1)[0])))
+    u = torch.from_numpy(rng.random(draft_tokens.shape[0]))
+    return _accept_le_rows(target_probs, draft_probs, draft_tokens, u)
+
+
+def _accept_le_rows(target_probs, draft_probs, draft_tokens, u):
+    rows = []
+    for b in range(draft_tokens.shape[0]):
+        d = int(draft_tokens[b, 0])
+        accepted = float(u[b]) <= float(target_probs[b, 0, d] / draft_probs[b, 0, d])
+        rows.append([d, 1] if accepted else [1])
+    return contract_output(rows, 1)
+
+
+def _all_zero_only(target_probs, draft_probs, draft_tokens, generator):
+    """Correct unless all four float32 uniforms of a row are 0 (an event of probability 2^-96: never in nature)."""
+    u = torch.rand(draft_tokens.shape[0], 4, generator=generator)
+    reference = builtin_adapters()["batched"]().verify
+    out = reference(target_probs, draft_probs, draft_tokens, torch.Generator().manual_seed(1))
+    out[(u == 0).all(1), 0] = 0
+    out[(u == 0).all(1), 1] = -1
+    return out
+
+
+@pytest.mark.parametrize("name", ["reference", "batched"])
+def test_correct_engines_pass_every_edge_check(name):
+    probe = _probe(builtin_adapters()[name]())
+    assert _verdicts(probe) == {"accept": "pass", "correction": "pass", "bonus": "pass"}
+    assert not probe.summary["edges"] and "not_shown" not in probe.summary
+    assert all(b["outputs_read"] >= ROWS for b in probe.summary["batches"].values())
+
+
+@pytest.mark.parametrize(
+    ("mutant", "expected"),
+    [
+        ("accept_le_fp32", {"accept": "FAIL", "correction": "not tested", "bonus": "pass"}),
+        ("inverse_cdf_left_search", {"accept": "pass", "correction": "FAIL", "bonus": "FAIL"}),
+        ("inverse_cdf_from_first_token", {"accept": "pass", "correction": "FAIL", "bonus": "FAIL"}),
+    ],
+)
+def test_edge_mutants_are_caught_in_one_forced_output(mutant, expected):
+    probe = _probe(as_adapter(CATALOGUE[mutant]))
+    assert _verdicts(probe) == expected
+    for key, edge in probe.summary["edges"].items():
+        assert "2^-24" in edge["words"] and "bugs.py" in edge["words"], edge["words"]
+        # the snippet's call: one forced output alone shows it
+        batch = probe_batch(edge["batch"], torch.float32, ROWS, 0)
+        args, kwargs = call_inputs(batch, edge["generator_seed"], generator_state=forced_state([edge["output"]],
+                                   seed=edge["generator_seed"]))  # fmt: skip
+        row = CATALOGUE[mutant].verify(*args, **kwargs)[edge["row"]].tolist()
+        target = batch.target_probs[edge["row"]]
+        emitted = [(i, t) for i, t in enumerate(row) if t >= 0]
+        assert any(target[i, t] == 0 for i, t in emitted), (key, row)
+
+
+def test_transformers_kernel_edge_is_named_with_its_line():
+    pytest.importorskip("transformers")
+    probe = _probe(builtin_adapters()["transformers"](), mode="process")
+    assert _verdicts(probe)["accept"] == "FAIL"
+    words = probe.summary["edges"]["accept"]["words"]
+    assert "accepts a zero-probability draft" in words and "2^-24 per accept test" in words
+    assert "generation/utils.py" in words and "r_i <= probability_ratio" in words
+
+
+def test_a_verifier_the_forced_stream_cannot_reach_is_not_shown_never_passed():
+    probe = _probe(Adapter("own-rng", _fp32_then_own_rng))
+    assert set(_verdicts(probe).values()) == {"not tested"}
+    assert probe.summary["not_shown"].startswith("rare edge not shown: the verifier read 2 outputs")
+    cuda = _probe(Adapter("on-cuda", _fp32_then_own_rng, device="cuda"), mode="thread")
+    assert set(_verdicts(cuda).values()) == {"not tested"} and "Philox" in cuda.summary["not_shown"]
+
+
+def test_a_failure_that_needs_several_zeros_at_once_is_not_counted():
+    probe = _probe(Adapter("all-zero-only", _all_zero_only))
+    assert _verdicts(probe) == {"accept": "pass", "correction": "pass", "bonus": "pass"}
+    assert any("several forced zeros" in note for note in probe.summary["not_counted"])
+
+
+def test_a_common_failure_is_not_called_a_rare_edge():
+    probe = _probe(as_adapter(CATALOGUE["softmax_residual"]))
+    edge = probe.summary["edges"]["correction"]
+    assert edge["natural"] and "without any forced zero" in edge["words"] and "2^-24" not in edge["words"]
+
+
+def test_a_run_gives_the_rare_edge_verdict_and_the_exit_code_follows_allow_edge(tmp_path, capsys):
+    report = run(CATALOGUE["accept_le_fp32"], scenarios=["cf_dense_g4"], rows=2048, budget_seconds=60)
+    assert report.verdict == RARE_EDGE and not report.passed
+    assert report.caught_by() == ["rare_edge"]
+    assert "accepts a zero-probability draft" in report.summary()
+    text = render_markdown({**report.to_dict(), "spec": "specref.mutants.bugs:accept_le_fp32"})
+    assert "## Rare edges (u = 0)" in text and "output law otherwise exact" in text
+    assert "forced_state([" in text and "Statistical probe: not in this run's scenarios" in text
+    for allow, code in ((False, EXIT_NON_CONFORMING), (True, EXIT_CONFORMING)):
+        assert _write_and_tell(report, tmp_path / str(allow), "x", None, plots=False, stream=None,
+                               allow_edge=allow) == code  # fmt: skip
+    clean = run(builtin_adapters()["batched"](), scenarios=["cf_dense_g4"], rows=2048, budget_seconds=60)
+    assert clean.passed and "No rare edge shown" in render_markdown(clean.to_dict())
+
+
+def test_injected_uniforms_show_the_edges_where_the_generator_cannot_be_forced():
+    # the CUDA path (Philox cannot be forced): an adapter declaring `uniforms` is given a 0 in one column at a time
+    def injected(name, verify):
+        with Caller(Adapter(name, verify, uniforms=True, uniform_dtype=torch.float32), mode="inline") as caller:
+            return edge_probe(caller, 0, lambda: 120.0, inject=True)
+
+    from specref.batched import verify as batched_verify
+    from specref.mutants import bugs
+
+    assert _verdicts(injected("batched", batched_verify)) == {"accept": "pass", "correction": "pass", "bonus": "pass"}
+    accept = injected("accept_le", bugs.accept_le_fp32)
+    assert _verdicts(accept)["accept"] == "FAIL"
+    assert "2^-24 per accept test on cpu" in accept.summary["edges"]["accept"]["words"]
+    left = injected("left", bugs.inverse_cdf_left_search)
+    assert _verdicts(left) == {"accept": "pass", "correction": "FAIL", "bonus": "FAIL"}

@@ -1,0 +1,166 @@
+"""Forced uniforms: torch CPU generator states whose chosen outputs make a float32 uniform exactly 0.
+
+torch's CPU generator is MT19937. A float32 `torch.rand` reads the low 24 bits of one 32-bit output, so it is
+exactly 0 when those bits are 0: an event of probability 2^-24 per draw in nature. This module builds generator
+states in which chosen outputs are such words, so a rare edge (`u <= p/q`, a left-side inverse CDF) shows in one
+call instead of in tens of millions of rows:
+
+    generator = forced_generator(zero_at=range(64), seed=0)   # the first 64 outputs: float32 u = 0
+    torch.rand(64, generator=generator)                         # 64 exact zeros
+
+Only the natural event is forced. A forced word keeps its high 8 bits nonzero (chosen at random), so a float64
+uniform (53 bits of two outputs) or an `exponential_` draw (two outputs per value) is never 0: an all-zero word
+would make them 0, an event of probability about 2^-53 that never happens in nature and would convict correct code
+(torch.multinomial then picks a zero-probability category). The words that are not forced are random.
+
+State layout (`Generator.get_state()`, 5056 bytes): the legacy pod holds the seed (uint64 at byte 0), `left`
+(int32 at 8), `seeded` (int32 at 12), `next` (uint64 at 16) and the 624 state words (uint64 from byte 24). Each
+draw decrements `left`, twists when it reaches 0, and otherwise returns state[next++] tempered. A state with
+left = 624 and next = 0 therefore returns words 0..622 (tempered) before it twists: those 623 outputs are chosen
+directly (tempering is invertible). CUDA's Philox cannot be forced this way; see `event_probability`.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Iterable
+
+import numpy as np
+import torch
+
+__all__ = [
+    "FORCEABLE",
+    "LAYOUTS",
+    "event_probability",
+    "forced_generator",
+    "forced_state",
+    "outputs_used",
+]
+
+STATE_WORDS = 624
+#: Outputs a forced state returns before its first twist: positions 0..622 can be forced.
+FORCEABLE = STATE_WORDS - 1
+FLOAT32_BITS = 24  # torch.rand float32 on CPU: (word & (2^24 - 1)) * 2^-24
+_LEFT, _SEEDED, _NEXT, _WORDS = 8, 12, 16, 24
+_MASK32 = 0xFFFFFFFF
+
+
+def temper(words: np.ndarray) -> np.ndarray:
+    """MT19937's output function of state words (uint64 arrays holding 32-bit values)."""
+    y = words.astype(np.uint64) & _MASK32
+    y ^= y >> np.uint64(11)
+    y ^= (y << np.uint64(7)) & np.uint64(0x9D2C5680)
+    y ^= (y << np.uint64(15)) & np.uint64(0xEFC60000)
+    y ^= y >> np.uint64(18)
+    return y & _MASK32
+
+
+def untemper(outputs: np.ndarray) -> np.ndarray:
+    """The state words whose tempered outputs are `outputs` (the inverse of `temper`)."""
+    y = outputs.astype(np.uint64) & _MASK32
+    y ^= y >> np.uint64(18)
+    y ^= (y << np.uint64(15)) & np.uint64(0xEFC60000)
+    x = y.copy()
+    for _ in range(4):  # y = x ^ ((x << 7) & mask): each pass fixes 7 more low bits
+        x = (y ^ ((x << np.uint64(7)) & np.uint64(0x9D2C5680))) & _MASK32
+    return x ^ (x >> np.uint64(11)) ^ (x >> np.uint64(22))
+
+
+def _positions(zero_at: Iterable[int]) -> np.ndarray:
+    positions = np.unique(np.fromiter((int(k) for k in zero_at), dtype=np.int64))
+    if positions.size and (positions[0] < 0 or positions[-1] >= FORCEABLE):
+        raise ValueError(f"zero_at={positions.tolist()!r}: positions must lie in 0..{FORCEABLE - 1}")
+    return positions
+
+
+def forced_outputs(zero_at: Iterable[int], seed: int) -> np.ndarray:
+    """The first FORCEABLE outputs of the forced state: random 32-bit words, and at `zero_at` words whose low 24
+    bits are 0 and whose high 8 bits are random and nonzero."""
+    rng = np.random.Generator(np.random.PCG64(zlib.crc32(f"forced:{seed}".encode())))
+    outputs = rng.integers(0, 1 << 32, size=STATE_WORDS, dtype=np.uint64)
+    positions = _positions(zero_at)
+    outputs[positions] = rng.integers(1, 256, size=positions.size, dtype=np.uint64) << np.uint64(FLOAT32_BITS)
+    return outputs
+
+
+def forced_state(zero_at: Iterable[int], seed: int = 0) -> torch.Tensor:
+    """A CPU generator state (uint8 [5056]) whose outputs at `zero_at` (0-based, < FORCEABLE) give float32 u = 0."""
+    state = torch.Generator().manual_seed(int(seed)).get_state().numpy().copy()
+    words = untemper(forced_outputs(zero_at, seed))
+    state[_WORDS : _WORDS + 8 * STATE_WORDS] = words.astype("<u8").view(np.uint8)
+    state[_LEFT : _LEFT + 4] = np.array([STATE_WORDS], dtype="<i4").view(np.uint8)
+    state[_SEEDED : _SEEDED + 4] = np.array([1], dtype="<i4").view(np.uint8)
+    state[_NEXT : _NEXT + 8] = np.array([0], dtype="<u8").view(np.uint8)
+    return torch.from_numpy(state)
+
+
+def forced_generator(zero_at: Iterable[int], seed: int = 0) -> torch.Generator:
+    """A CPU torch.Generator in `forced_state(zero_at, seed)`."""
+    generator = torch.Generator()
+    generator.set_state(forced_state(zero_at, seed))
+    return generator
+
+
+def outputs_used(state: torch.Tensor) -> int | None:
+    """How many outputs a generator started in a forced state has returned since, read from its state now; None
+    once it has twisted (FORCEABLE or more)."""
+    raw = state.numpy() if isinstance(state, torch.Tensor) else np.asarray(state)
+    left = int(raw[_LEFT : _LEFT + 4].view("<i4")[0])
+    used = STATE_WORDS - left
+    return used if used < FORCEABLE and int(raw[_NEXT : _NEXT + 8].view("<u8")[0]) == used else None
+
+
+# --- layouts: where the zeros go, for a verifier's draw order ---------------------------------------------------
+
+
+def every_draw(rows: int, gamma: int) -> list[int]:
+    """A zero at each of the first rows * g outputs: every accept test of one [B, g] float32 draw."""
+    return list(range(min(rows * gamma, FORCEABLE)))
+
+
+def every_other(rows: int, gamma: int) -> list[int]:
+    """A zero at outputs 0, 2, 4, ...: every accept test of a g = 1 verifier drawing [B, 2] (accept, final), or of
+    a row loop that draws one accept uniform and one final uniform per row."""
+    return list(range(0, min(2 * rows * gamma, FORCEABLE), 2))
+
+
+def after_first_draw(rows: int, gamma: int) -> list[int]:
+    """A zero at outputs B .. B + B*g - 1: the accept tests of a verifier that first draws B values (its final
+    uniforms), then [B, g] accept uniforms."""
+    return list(range(rows, min(rows + rows * gamma, FORCEABLE)))
+
+
+def accept_tests_of_rows(rows: int, gamma: int) -> list[int]:
+    """A zero at the first accept test of each row of one [B, g+1] float32 draw: outputs 0, g+1, 2(g+1), ..."""
+    return list(range(0, min(rows * (gamma + 1), FORCEABLE), gamma + 1))
+
+
+#: name -> (rows, gamma) -> forced positions
+LAYOUTS: dict[str, Callable[[int, int], list[int]]] = {
+    "every_draw": every_draw,
+    "every_other": every_other,
+    "after_first_draw": after_first_draw,
+    "accept_tests_of_rows": accept_tests_of_rows,
+}
+
+
+# --- the event's probability ------------------------------------------------------------------------------------
+
+
+def event_probability(device: str | torch.device, dtype: torch.dtype) -> float | None:
+    """P(one uniform from torch.rand is exactly 0) on `device` in `dtype`; None where it cannot be 0 in practice.
+
+    CPU: a b-bit mantissa uniform reads the low b bits of one output (float32 24 bits, float16 11, bfloat16 8): 2^-b.
+    float64 reads 53 bits: 2^-53, never seen in practice, so None (not reachable). CUDA: torch maps curand's (0, 1]
+    float output to [0, 1) by sending 1 to 0, and curand's float32 output is 1 with probability 2^-25 (its 24-bit
+    grid in (0, 1], rounded); None for float64 and for dtypes whose mapping was not read.
+    """
+    kind = torch.device(device).type
+    if dtype == torch.float64:
+        return None
+    if kind == "cpu":
+        bits = {torch.float32: 24, torch.float16: 11, torch.bfloat16: 8}.get(dtype)
+        return None if bits is None else 2.0**-bits
+    if kind == "cuda" and dtype == torch.float32:
+        return 2.0**-25
+    return None
