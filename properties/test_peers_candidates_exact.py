@@ -71,3 +71,20 @@ def test_openvino_row_says_how_to_install_when_absent(tmp_path, monkeypatch):
     rows = suite.engine_rows(tmp_path, seed=0, budget_seconds=1, only={"openvino-genai"})
     assert [r.verdict for r in rows] == ["did not run"]
     assert "pip install openvino-genai==2026.4.1.0" in rows[0].why
+
+
+def test_vllm_v2_inputs_lay_each_request_out_as_its_model_runner_does():
+    from specref.conformance.peers.vllm_v2 import v2_inputs
+
+    batch, gamma, vocab = 2, 3, 5
+    target_probs = torch.full((batch, gamma + 1, vocab), 1 / vocab)
+    draft_probs = torch.full((batch, gamma, vocab), 1 / vocab)
+    draft_tokens = torch.tensor([[4, 1, 2], [0, 3, 3]])
+    kw = v2_inputs(target_probs, draft_probs, draft_tokens)
+    assert kw["draft_sampled"].tolist() == [0, 4, 1, 2, 0, 0, 3, 3]  # draft i of a request at row start + i + 1
+    assert kw["cu_num_logits"].tolist() == [0, 4, 8]
+    assert kw["expanded_idx_mapping"].tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert kw["expanded_local_pos"].tolist() == [0, 1, 2, 3, 0, 1, 2, 3]
+    assert kw["target_logits"].shape == (8, vocab) and kw["draft_logits"].shape == (batch, gamma, vocab)
+    torch.testing.assert_close(kw["target_logits"].softmax(-1), target_probs.reshape(8, vocab))
+    assert kw["num_speculative_steps"] == gamma and kw["temperature"].tolist() == [1.0, 1.0]

