@@ -29,6 +29,7 @@ from specref.conformance.calls import Caller, abandoned_threads
 from specref.conformance.cli import resolve
 from specref.conformance.render import write_report
 from specref.conformance.scenarios import get
+from specref.outputs import REPORTS
 
 pytestmark = pytest.mark.exact
 IMPLS = Path(__file__).parent / "external_impls"
@@ -87,7 +88,7 @@ def test_hang_in_the_main_pass_before_the_joint_scenario_exits_1(tmp_path):
     assert result.returncode == 1, result.stdout + result.stderr
     assert "FAIL adapter[cf_dense_g4]" in result.stdout and "the worker process was killed" in result.stdout
     assert re.search(r"at \S*misbehaving\.py:\d+ in hangs_after_probe", result.stdout)
-    record = json.loads((tmp_path / "reports" / "misbehaving.hangs_after_probe" / "report.json").read_text())
+    record = json.loads((tmp_path / REPORTS / "misbehaving.hangs_after_probe" / "report.json").read_text())
     joint = next(c for c in record["checks"] if c["name"] == "joint_law[joint_markov_g2]")
     assert not joint["passed"] and joint["details"]["error"].startswith("not run: the run stopped")
     assert record["caught_by"][0] == "adapter"
@@ -99,7 +100,7 @@ def test_hang_inside_torch_abandoned_in_a_thread_exits_1_not_134(tmp_path):
                      cwd=tmp_path, env={"SPECREF_MIN_CALL_TIMEOUT": "2", "SPECREF_CALL_MODE": "thread"})  # fmt: skip
     assert result.returncode == 1, result.stdout + result.stderr
     assert "the call was abandoned in a thread" in result.stdout
-    assert (tmp_path / "reports" / "misbehaving.hangs_in_torch" / "report.json").is_file()
+    assert (tmp_path / REPORTS / "misbehaving.hangs_in_torch" / "report.json").is_file()
 
 
 def test_hang_inside_torch_is_killed_in_the_worker(short_hangs):
