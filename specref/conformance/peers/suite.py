@@ -140,11 +140,10 @@ def run_engine(name: str, factory, *, package: str, code_path: str, device: str,
     """Run one engine through the harness and write reports/peers/<name>/."""
     from .. import run
     from ..render import write_report
-    from ..tree import is_tree, run_tree
 
     try:
         adapter = factory()
-        report = (run_tree if is_tree(adapter) else run)(adapter, seed=seed, budget_seconds=budget_seconds)
+        report = run(adapter, seed=seed, budget_seconds=budget_seconds)  # chain or tree: run() decides
         paths = write_report(report, out / "peers" / name, spec=name, plots=False)
     except Exception as error:  # noqa: BLE001 -- the row records it; the other engines still run
         detail = "".join(traceback.format_exception_only(type(error), error)).strip()
