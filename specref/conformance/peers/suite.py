@@ -78,6 +78,15 @@ FINDINGS = {
         "(openvino-genai-plain: same pipeline without draft_model) conforms. Write-up: "
         "peers/openvino-genai/upstream.md (repro.py, run: repro.out).",
     ),
+    ("transformers-universal", "transformers 5.24.0"): (
+        "non-conforming",
+        "Located in transformers/generation/candidate_generator.py: with do_sample=True the assistant's LM head is "
+        "pruned to the shared tokens in the order of target_to_assistant_input_ids (AssistantToTargetTranslator."
+        "__init__, assistant_overlap_token_ids), but get_target_logits scatters the pruned logits in assistant-id "
+        "order, so q lands on other tokens than the ones the drafts were sampled from (the class of "
+        "huggingface/transformers#47932, closed by #48007, which did not touch this path). Write-up: "
+        "peers/transformers-universal/upstream.md (repro.py, run: repro.out).",
+    ),
 }
 
 
