@@ -71,7 +71,7 @@ static T CAT(residual, SUFFIX)(T *w, const void *p, T mass, const void *q, int64
         if (p)                                                                                                       \
             for (; j + WALK_LANES <= stop; j += WALK_LANES)                                                          \
                 for (int k = 0; k < WALK_LANES; k++) {                                                               \
-                    float v = (float)LOAD(p, j + k) / mass - (Q_EXPR(j + k));                                        \
+                    float v = (float)LOAD(p, j + k) * inv_mass - (Q_EXPR(j + k));                                        \
                     v = v > 0.0f ? v : 0.0f;                                                                         \
                     w[j + k] = v;                                                                                    \
                     lane[k] += v;                                                                                    \
@@ -79,13 +79,13 @@ static T CAT(residual, SUFFIX)(T *w, const void *p, T mass, const void *q, int64
         else                                                                                                         \
             for (; j + WALK_LANES <= stop; j += WALK_LANES)                                                          \
                 for (int k = 0; k < WALK_LANES; k++) {                                                               \
-                    float v = w[j + k] / mass - (Q_EXPR(j + k));                                                     \
+                    float v = w[j + k] * inv_mass - (Q_EXPR(j + k));                                                     \
                     v = v > 0.0f ? v : 0.0f;                                                                         \
                     w[j + k] = v;                                                                                    \
                     lane[k] += v;                                                                                    \
                 }                                                                                                    \
         for (; j < stop; j++) {                                                                                      \
-            float v = (p ? (float)LOAD(p, j) : w[j]) / mass - (Q_EXPR(j));                                           \
+            float v = (p ? (float)LOAD(p, j) : w[j]) * inv_mass - (Q_EXPR(j));                                           \
             v = v > 0.0f ? v : 0.0f;                                                                                 \
             w[j] = v;                                                                                                \
             lane[0] += v;                                                                                            \
@@ -96,18 +96,19 @@ static T CAT(residual, SUFFIX)(T *w, const void *p, T mass, const void *q, int64
         total += block_sum;                                                                                          \
     }
 #define Q_ROW(j) ((float)LOAD(q, j))
-#define Q_SCALED(j) ((float)LOAD(q, j) / qmass)
+#define Q_SCALED(j) ((float)LOAD(q, j) * inv_qmass)
 #define Q_POINT(j) (mask && mask[j] ? 0.0f : (float)((j) == x) / qmass)
 static T CAT(residual, SUFFIX)(T *w, const void *p, T mass, const void *q, int64_t x, const uint8_t *mask, T qmass,
                                int64_t V, const int64_t *tried, int64_t num_tried, float *saved, double *sums) {
     double total = 0.0;
+    const float inv_mass = 1.0f / mass, inv_qmass = 1.0f / qmass; /* fp32: multiplies (within an ulp of dividing) */
     if (q && !mask) {
         RESIDUAL_LOOP(Q_ROW)
     } else if (q) { /* q / qmass everywhere, then the tried tokens (q_k = 0 there) redone from their saved weights */
         for (int64_t t = 0; t < num_tried; t++) saved[t] = p ? (float)LOAD(p, tried[t]) : w[tried[t]];
         RESIDUAL_LOOP(Q_SCALED)
         for (int64_t t = 0; t < num_tried; t++) {
-            float v = saved[t] / mass;
+            float v = saved[t] * inv_mass;
             v = v > 0.0f ? v : 0.0f;
             total += (double)v - (double)w[tried[t]];
             sums[tried[t] / DRAW_BLOCK] += (double)v - (double)w[tried[t]];
