@@ -47,8 +47,8 @@ def properties(session: nox.Session) -> None:
     if session.posargs:
         session.run("python", "-m", "pytest", "-n", "auto", *session.posargs)
         return
-    session.run("python", "-m", "pytest", "-n", "auto", "-p", "no:benchmark", "properties", "gpu_tests", "-m", CI_MARKERS,
-                env={"SPECREF_DEVICE": "cpu"})  # fmt: skip
+    session.run("python", "-m", "pytest", "-n", "auto", "-p", "no:benchmark", "properties", "gpu_tests",
+                "-m", CI_MARKERS, env={"SPECREF_DEVICE": "cpu"})  # fmt: skip
 
 
 @nox.session(default=False)
