@@ -32,6 +32,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..extras import MATPLOTLIB, TORCH, adapter_requirements, notice, require
 from ..outputs import REPORTS, default_folder
+from .contracts import CHAIN, TREE, contract_of
 from .progress import ProgressBar
 from .resolve import list_builtins, resolve, select_scenarios
 from .snippets import absolute_spec
@@ -111,8 +112,8 @@ def conform(args: argparse.Namespace) -> int:
             _check_shard(args.shard, args.rows)
         require(f"IMPL={args.impl!r}", *adapter_requirements(args.impl))  # before torch is imported
         adapter, label = resolve(args.impl, tree=getattr(args, "tree", False))
-        if args.shard is not None and not hasattr(adapter, "verify"):
-            raise UsageError(f"--shard={args.shard!r} applies to verify-level adapters; run pipelines unsharded")
+        if args.shard is not None and contract_of(adapter) != CHAIN:
+            raise UsageError(f"--shard={args.shard!r} applies to chain kernels; run {contract_of(adapter)}s unsharded")
         scenarios = select_scenarios(adapter, args.scenarios)
         out_dir = args.report or _default_folder(label)
         _check_writable(out_dir, "--report")
@@ -202,14 +203,10 @@ def run_and_report(adapter, *, spec, out_dir, json_file=None, seed=0, budget_sec
                    allow_edge=False) -> int:  # fmt: skip
     """Run, write the report folder, print a compact summary; returns the exit code."""
     from . import run
-    from .tree import is_tree, run_tree
-
-    if is_tree(adapter):
-        run = run_tree
 
     stream = stream or (sys.stderr if json_file == "-" else sys.stdout)  # stdout keeps pure JSON with --json -
     extra = {} if rows is None else {"rows": rows}
-    if not is_tree(adapter) and hasattr(adapter, "verify"):
+    if hasattr(adapter, "verify"):
         extra["started"] = process_started()  # the budget is the command's: start-up and imports count
     if shard is not None:
         extra["shard"] = shard
@@ -250,7 +247,7 @@ def _write_and_tell(report, out_dir, spec, json_file, *, plots, stream, allow_ed
 
     try:
         paths = write_report(report, out_dir, spec=spec, plots=plots)
-        if plots and any("node_acceptance" in s for s in report.scenarios.values()):  # a tree run
+        if plots and contract_of(report.adapter) == TREE:
             from .tree.picture import add_to_report
 
             add_to_report(report, paths)

@@ -170,27 +170,15 @@ def select_scenarios(adapter, names: str | None) -> list[str] | None:
     wanted = [n.strip() for n in names.split(",") if n.strip()]
     if not wanted:
         raise UsageError(f"--scenarios={names!r} is empty")
-    from .tree import is_tree
+    from .contracts import TREE, contract_of, scenario_names
 
-    if is_tree(adapter):
-        from .tree.runner import scenarios_for_tree
-        from .tree.scenarios import SCENARIOS as TREE_SCENARIOS
-
-        allowed = {s.name for s in scenarios_for_tree(adapter)}
-        for name in wanted:
-            if name not in allowed:
-                raise UsageError(f"--scenarios: {name!r} is not a tree scenario {adapter.name!r} can run; known: "
-                                 f"{', '.join(TREE_SCENARIOS)}")  # fmt: skip
-        return wanted
-    from .runner import scenarios_for
-    from .scenarios import SCENARIOS
-
-    allowed = {s.name for s in scenarios_for(adapter)}
+    allowed, known = scenario_names(adapter)
     for name in wanted:
-        if name not in SCENARIOS:
-            close = difflib.get_close_matches(name, SCENARIOS, n=1)
-            guess = f" (did you mean {close[0]!r}?)" if close else ""
-            raise UsageError(f"--scenarios: {name!r} is unknown{guess}; known: {', '.join(SCENARIOS)}")
+        if contract_of(adapter) == TREE and name not in allowed:
+            raise UsageError(f"--scenarios: {name!r} is not a tree scenario {adapter.name!r} can run; known: "
+                             f"{', '.join(known)}")  # fmt: skip
+        if name not in known:
+            raise UsageError(f"--scenarios: {name!r} is unknown; known: {', '.join(known)}")
         if name not in allowed:
             raise UsageError(f"--scenarios: {name!r} needs a capability {adapter.name!r} does not declare")
     return wanted

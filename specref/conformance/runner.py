@@ -40,6 +40,7 @@ from . import laws
 from .adapters import as_adapter
 from .assemble import build_report
 from .calls import AdapterFailure, Caller
+from .contracts import PIPELINE, TREE, contract_of
 from .diagnosis import rule_diagnosis
 from .edge_probe import EdgeProbe, edge_probe
 from .hangs import HangLimits
@@ -70,7 +71,8 @@ def run(
     shard: tuple[int, int] | str | None = None,
     started: float | None = None,
 ) -> Report:
-    """Check one implementation; `verify` is a verify function, an Adapter, or an object with `verify`.
+    """Check one implementation: a verify function, an Adapter, or an object with `verify`; a tree verifier (a
+    TreeAdapter, or an object declaring kind='tree': tree/runner.py); a whole pipeline (kind='pipeline').
 
     scenarios: names from SCENARIOS or Scenario objects (default: all the adapter's capabilities allow).
     budget_seconds: the run's time budget; default DEFAULT_BUDGET (300 s), or none at all when `rows` is given.
@@ -85,7 +87,15 @@ def run(
         budget_seconds = DEFAULT_BUDGET
     _check_arguments(budget_seconds, alpha)
     part = None if shard is None else Shard.of(shard)
-    if getattr(verify, "kind", None) == "pipeline" and not hasattr(verify, "verify"):
+    contract = contract_of(verify)  # chain, tree or pipeline: decided here, once
+    if contract == TREE:
+        if part is not None:
+            raise ValueError(f"shard={shard!r}: tree runs cannot be sharded yet; run them unsharded")
+        from .tree.runner import run_tree
+
+        return run_tree(verify, seed=seed, budget_seconds=budget_seconds, alpha=alpha, name=name, scenarios=scenarios,
+                        rows=rows, progress=progress, started=started)  # fmt: skip
+    if contract == PIPELINE:
         if part is not None:
             raise ValueError(f"shard={shard!r}: whole pipelines cannot be sharded; run them unsharded")
         from .pipeline import run_pipeline

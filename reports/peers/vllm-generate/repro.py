@@ -10,8 +10,12 @@ and top_k set dies with it (specref's row vllm-generate). The torch path it repl
 """
 
 import torch
+from vllm.platforms import current_platform
 from vllm.v1.sample.ops import topk_topp_sampler
 from vllm.v1.sample.ops.topk_topp_sampler import apply_top_k_top_p
+
+# On CPU: no Triton, so apply_top_k_top_p -> apply_top_k_top_p_pytorch(allow_cpu_sync=True) -> apply_top_k_only
+print("vllm platform:", type(current_platform).__name__, "| Triton used:", topk_topp_sampler.HAS_TRITON)
 
 vocab = 8
 for rows in (2, 0):
@@ -22,4 +26,6 @@ for rows in (2, 0):
         print(f"{rows} rows: ok, {int(torch.isfinite(out).sum())} finite logits kept (expected {3 * rows})")
     except RuntimeError as error:
         print(f"{rows} rows: RuntimeError: {error}")
-print("path taken with top_p=None:", topk_topp_sampler.apply_top_k_only.__module__ + ".apply_top_k_only")
+logits = torch.randn(0, vocab)
+out = topk_topp_sampler.apply_top_k_top_p_pytorch(logits, torch.empty(0, dtype=torch.int32), None, allow_cpu_sync=False)
+print("the sorting path (allow_cpu_sync=False) on 0 rows: ok, shape", tuple(out.shape))

@@ -78,6 +78,15 @@ FINDINGS = {
         "(openvino-genai-plain: same pipeline without draft_model) conforms. Write-up: "
         "peers/openvino-genai/upstream.md (repro.py, run: repro.out).",
     ),
+    ("transformers-universal", "transformers 5.24.0"): (
+        "non-conforming",
+        "Located in transformers/generation/candidate_generator.py: with do_sample=True the assistant's LM head is "
+        "pruned to the shared tokens in the order of target_to_assistant_input_ids (AssistantToTargetTranslator."
+        "__init__, assistant_overlap_token_ids), but get_target_logits scatters the pruned logits in assistant-id "
+        "order, so q lands on other tokens than the ones the drafts were sampled from (the class of "
+        "huggingface/transformers#47932, closed by #48007, which did not touch this path). Write-up: "
+        "peers/transformers-universal/upstream.md (repro.py, run: repro.out).",
+    ),
 }
 
 
@@ -140,11 +149,10 @@ def run_engine(name: str, factory, *, package: str, code_path: str, device: str,
     """Run one engine through the harness and write reports/peers/<name>/."""
     from .. import run
     from ..render import write_report
-    from ..tree import is_tree, run_tree
 
     try:
         adapter = factory()
-        report = (run_tree if is_tree(adapter) else run)(adapter, seed=seed, budget_seconds=budget_seconds)
+        report = run(adapter, seed=seed, budget_seconds=budget_seconds)  # chain or tree: run() decides
         paths = write_report(report, out / "peers" / name, spec=name, plots=False)
     except Exception as error:  # noqa: BLE001 -- the row records it; the other engines still run
         detail = "".join(traceback.format_exception_only(type(error), error)).strip()

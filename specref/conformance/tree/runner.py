@@ -27,6 +27,7 @@ from ..calls import AdapterFailure
 from ..checks import not_tested, t0_result
 from ..diagnosis import tree_rule_diagnosis
 from ..hangs import HangLimits
+from ..passes import MIN_ROWS
 from ..report import Report
 from ..runner import MIN_CALL_TIMEOUT, derive_seed
 from .adapters import TreeAdapter, as_tree_adapter
@@ -36,7 +37,6 @@ from .picture import series_for
 from .scenarios import SCENARIOS, TreeScenario, get
 
 MAX_ROWS = 200_000
-MIN_ROWS = 256
 
 
 def scenarios_for_tree(adapter: TreeAdapter) -> list[TreeScenario]:
@@ -54,6 +54,7 @@ def run_tree(
     scenarios: list[str | TreeScenario] | None = None,
     rows: int | None = None,
     progress: Callable[[str, float], None] | None = None,
+    started: float | None = None,
 ) -> Report:
     """Check one tree verifier (a verify_tree function, a TreeAdapter, or an object with verify)."""
     if budget_seconds is None and rows is None:
@@ -68,7 +69,7 @@ def run_tree(
     else:
         plan = [(s if isinstance(s, TreeScenario) else get(s)).given(adapter.dtype) for s in scenarios]
     tell = progress or (lambda message, fraction: None)
-    started = time.perf_counter()
+    started = time.perf_counter() if started is None else started  # the CLI gives its process's start
     deadline = started + (math.inf if budget_seconds is None else budget_seconds)
     report = Report(adapter, seed=seed, budget_seconds=budget_seconds, alpha=alpha)
     tallies = {s.name: TreeTally(s, adapter.scheme, adapter.rule, adapter.nodes) for s in plan}
