@@ -44,8 +44,6 @@ def properties(session: nox.Session) -> None:
     With posargs, one pytest run with them instead (e.g. `nox -s properties -- -k coupling`).
     """
     install(session, "test,transformers,plots", TORCH_CPU, TRITON)
-    # `python -m pytest`: the venv's python, so this checkout's specref (a bare `pytest` could be the machine's own
-    # script, running the machine's python, when pip found pytest already there)
     if session.posargs:
         session.run("python", "-m", "pytest", "-n", "auto", *session.posargs)
         return
