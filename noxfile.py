@@ -25,24 +25,28 @@ def install(session: nox.Session, extras: str = "test,transformers,plots", torch
 
 
 TIERS = ("exact", "statistical", "hypothesis_stat")  # cheapest and most certain first
+#: The CI selection: every tier of properties/, and gpu_tests' quick CPU pass (SPECREF_DEVICE=cpu: not slow).
+CI_MARKERS = f"({' or '.join(TIERS)}) and not (gpu and slow)"
 
 
-@nox.session
+# --system-site-packages: packages the machine already has at the pinned versions (torch, triton, transformers) are
+# not installed again (pip checks every pin; a machine without them installs them into the venv as before).
+@nox.session(venv_params=["--system-site-packages"])
 def properties(session: nox.Session) -> None:
-    """The CI suite by tier (exact, statistical, Hypothesis), then a quick CPU pass of gpu_tests.
+    """The CI suite: one pytest run, the tiers in order (exact, statistical, Hypothesis; properties/conftest.py sorts
+    them), then a quick CPU pass of gpu_tests, on the same workers (one start-up of torch per worker, not four).
 
     The exact tier includes properties/test_minimal_install.py: a venv with the core dependencies and torch only
     (no extras), in which the CLI must run a short conformance check, write its report and exit with its verdict.
 
-    With posargs, one pytest run with them instead of the tiers (e.g. `nox -s properties -- -k coupling`).
+    With posargs, one pytest run with them instead (e.g. `nox -s properties -- -k coupling`).
     """
     install(session, "test,transformers,plots", TORCH_CPU, TRITON)
     if session.posargs:
         session.run("pytest", "-n", "auto", *session.posargs)
         return
-    for tier in TIERS:
-        session.run("pytest", "-n", "auto", "-m", tier)
-    session.run("pytest", "gpu_tests", "-q", "-m", "not slow", env={"SPECREF_DEVICE": "cpu"})
+    session.run("pytest", "-n", "auto", "-p", "no:benchmark", "properties", "gpu_tests", "-m", CI_MARKERS,
+                env={"SPECREF_DEVICE": "cpu"})  # fmt: skip
 
 
 @nox.session(default=False)

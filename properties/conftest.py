@@ -12,3 +12,18 @@ settings.register_profile(
     "specref", max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile("specref")
+
+
+#: The order of a CI run (noxfile's CI_MARKERS): cheapest and most certain first, gpu_tests' CPU pass last.
+TIER_ORDER = ("exact", "statistical", "hypothesis_stat", "gpu")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Run the tiers in TIER_ORDER within one pytest run (a stable sort: each tier keeps its collection order)."""
+
+    def rank(item):  # gpu_tests carry a tier marker too: gpu decides first
+        if item.get_closest_marker("gpu"):
+            return TIER_ORDER.index("gpu")
+        return next((i for i, tier in enumerate(TIER_ORDER) if item.get_closest_marker(tier)), len(TIER_ORDER))
+
+    items.sort(key=rank)

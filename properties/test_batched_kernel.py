@@ -101,13 +101,34 @@ def test_engine_draws_the_same_tokens_with_and_without_the_kernel(compiled, monk
     uniforms = torch.rand(batch, gamma + 1, generator=gen)
     args = (target, None if point_mass else draft, tokens)
     calls = []
-    kernel = cpu_kernel.block_sums
-    monkeypatch.setattr(cpu_kernel, "block_sums", lambda *a, **k: calls.append(1) or kernel(*a, **k))
+    kernel = cpu_kernel.draw
+    monkeypatch.setattr(cpu_kernel, "draw", lambda *a, **k: calls.append(1) or kernel(*a, **k))
     with_kernel = batched.verify(*args, num_draft=num_draft, uniforms=uniforms)
     assert calls == [1]  # the kernel did run
     monkeypatch.setattr(kernels, "ENABLED", False)
     assert torch.equal(batched.verify(*args, num_draft=num_draft, uniforms=uniforms), with_kernel)
     assert calls == [1]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("vocab_size", [1, 7, 256, 1000, 8193])
+@pytest.mark.parametrize("point_mass", [False, True])
+def test_fused_draw_is_the_two_level_draw_on_the_kernels_sums(compiled, dtype, vocab_size, point_mass):
+    """The C kernel's whole draw (block, then token within it, in one call) is `_inverse_cdf_blocked` on the same
+    block sums, token for token and ok for ok: u = 0, u just below 1 and thresholds on block boundaries included."""
+    gen = torch.Generator().manual_seed(vocab_size + 7)
+    final = final_rows(gen, 300, 3, vocab_size, dtype, point_mass)
+    u = torch.rand(300, generator=gen)
+    u[::11], u[1::11] = 0.0, 1.0 - 2**-24
+    sums, token, ok = kernels.draw(*final, BLOCK, u)
+    assert torch.equal(sums, kernels.block_sums(*final, BLOCK))
+    expected_token, expected_ok = batched_draw._inverse_cdf_blocked(sums, final, u, torch.float32)
+    assert torch.equal(ok, expected_ok) and bool(ok.any())
+    assert torch.equal(token[ok], expected_token[ok])
+    boundary = sums.double().cumsum(1)[:, :1] / sums.double().sum(1, keepdim=True)  # u at the first block's end
+    sums, token, ok = kernels.draw(*final, BLOCK, boundary[:, 0].float())
+    expected_token, expected_ok = batched_draw._inverse_cdf_blocked(sums, final, boundary[:, 0].float(), torch.float32)
+    assert torch.equal(ok, expected_ok) and torch.equal(token[ok], expected_token[ok])
 
 
 def test_inputs_the_kernel_does_not_take_fall_back_to_torch(compiled):

@@ -12,11 +12,23 @@ import torch
 
 from specref import batched, tree_contract, tree_inputs
 from specref.batched import block as batched_block
+from specref.batched import kernels
 from specref.batched import tree as batched_tree
 from specref.randomness import Injected, inverse_cdf
 from specref.reference import block, chain, tree
 
 pytestmark = pytest.mark.exact
+
+
+@pytest.fixture(params=["kernel", "torch"])
+def walk(request, monkeypatch):
+    """Both engines of the batched rules: the C walk (`specref.batched.kernels`, CPU) and the torch walk (CUDA, or
+    no compiler). The C walk must run where it is asked for; the torch walk runs with the kernels off."""
+    if request.param == "torch":
+        monkeypatch.setattr(kernels, "ENABLED", False)
+    elif not kernels.status().startswith("compiled"):
+        pytest.skip(f"the C kernel is {kernels.status()}")
+    return request.param
 
 
 def _rows(gen, shape, zeros=0.25, dtype=torch.float64):
@@ -58,7 +70,7 @@ CASES = [(rule, scheme) for rule in tree.RULES for scheme in ("iid", "without_re
 
 
 @pytest.mark.parametrize("rule, scheme", CASES)
-def test_tree_engine_couples_with_reference(rule, scheme):
+def test_tree_engine_couples_with_reference(walk, rule, scheme):
     """Every rule on every drafting scheme it can take (duplicates included), with draft rows and point masses."""
     inputs = _batch(zlib_seed(rule, scheme), scheme)
     for draft_probs in [None] if inputs[1] is None else [inputs[1], None]:
@@ -78,7 +90,7 @@ def zlib_seed(*names) -> int:
 
 
 @pytest.mark.parametrize("point_mass", [False, True])
-def test_block_engine_couples_with_reference(point_mass):
+def test_block_engine_couples_with_reference(walk, point_mass):
     gen = torch.Generator().manual_seed(11 + point_mass)
     batch, gamma, vocab_size = 300, 4, 5
     target_probs = _rows(gen, (batch, gamma + 1, vocab_size))
@@ -101,7 +113,7 @@ def test_block_engine_couples_with_reference(point_mass):
         assert _unpad(tokens[b]) == expected, b
 
 
-def test_chain_verifier_through_the_tree_contract():
+def test_chain_verifier_through_the_tree_contract(walk):
     """A chain is parents [0, 1, ..., n-1, -1, ...]: batched.verify through chain_as_tree equals batched.verify, and
     the tree engine's mss (rsd, and target_only for point masses) on chains emits the same tokens."""
     gen = torch.Generator().manual_seed(3)
@@ -149,7 +161,7 @@ def test_structure_matches_the_reference_children_and_depths():
     assert eagle.max_depth == 6 and eagle.children.shape == (1, 61, 10)
 
 
-def test_generator_draw_is_the_injected_uniforms_and_low_precision_emits_valid_tokens():
+def test_generator_draw_is_the_injected_uniforms_and_low_precision_emits_valid_tokens(walk):
     inputs = _batch(7, "iid", batch=64, num_nodes=8, vocab_size=300)
     target_probs, draft_probs, draft_tokens, parents, _ = inputs
     for dtype in (torch.float32, torch.bfloat16):
@@ -211,7 +223,7 @@ def test_two_level_draw_of_low_precision_weights_follows_the_convention():
 
 
 @pytest.mark.parametrize("rule", tree.RULES)
-def test_roots_alone_and_all_padding_rows(rule):
+def test_roots_alone_and_all_padding_rows(walk, rule):
     """N = 0, and rows whose nodes are all padding: one token, drawn from the root's target row."""
     gen = torch.Generator().manual_seed(8)
     target_probs, draft_probs = _rows(gen, (3, 3, 5)), _rows(gen, (3, 2, 5), zeros=0)
@@ -223,3 +235,52 @@ def test_roots_alone_and_all_padding_rows(rule):
     alone = batched_tree.verify_tree(target_probs[:, :1], draft_probs[:, :0], tokens[:, :0], parents[:, :0], rule=rule,
                                      uniforms=uniforms[:, :1])  # fmt: skip
     assert alone[:, 0].tolist() == [inverse_cdf(target_probs[b, 0].tolist(), float(uniforms[b, 0])) for b in range(3)]
+
+
+@pytest.mark.parametrize("rule, scheme", CASES)
+def test_c_walk_counts_the_rows_it_reads_and_agrees_with_the_torch_walk_at_fp32(monkeypatch, rule, scheme):
+    """rows_read (the benchmark's floor) by rule: sample_match reads p once per node it visits, target_only p once
+    where it stops, mss and rsd p and each rejected sibling's row at most once per node; and at fp32 the C walk's
+    arithmetic (fp32 residuals, double sums) emits the torch walk's tokens on these seeded batches (a difference
+    would need a uniform within ~1e-7 of a ratio or partial sum)."""
+    if not kernels.status().startswith("compiled"):
+        pytest.skip(f"the C kernel is {kernels.status()}")
+    target_probs, draft_probs, draft_tokens, parents, uniforms = _batch(zlib_seed(rule, scheme, "fp32"), scheme)
+    p, q = target_probs.float(), None if draft_probs is None else draft_probs.float()
+    tokens, nodes, rows_read = kernels.tree_walk(p, q, draft_tokens, parents, uniforms, rule)
+    emitted = batched.num_emitted(tokens)
+    if rule == "sample_match":
+        assert torch.equal(rows_read, emitted)
+    elif rule == "target_only":
+        assert bool((rows_read == 1).all())
+    else:
+        assert bool((rows_read <= emitted + (parents >= 0).sum(1)).all())  # p per node + one row per sibling
+        assert bool((rows_read >= 1).any())
+    monkeypatch.setattr(kernels, "ENABLED", False)
+    expected, expected_nodes = batched_tree.verify_tree(p, q, draft_tokens, parents, rule=rule, uniforms=uniforms,
+                                                        return_nodes=True)  # fmt: skip
+    assert torch.equal(tokens, expected) and torch.equal(nodes, expected_nodes)
+
+
+def test_mss_residual_after_k_rejections_of_one_q_is_a_scaled_clamp_exactly():
+    """With siblings drawn i.i.d. from one q, the residual after k rejections is r_k = (p - c_k q)_+ / m_k with
+    c_1 = 0, m_1 = 1, m_k = sum (p - c_k q)_+ and c_{k+1} = c_k + m_k: a sibling's test needs r_k at its token and
+    the scalar m_k only. Exact in Fractions on random rows (zeros included), against the reference's recursion."""
+    from fractions import Fraction
+
+    gen = torch.Generator().manual_seed(24)
+    for _ in range(40):
+        vocab_size = int(torch.randint(2, 9, (1,), generator=gen))
+        p = [Fraction(int(v)) for v in torch.randint(0, 6, (vocab_size,), generator=gen)]
+        q = [Fraction(int(v)) for v in torch.randint(0, 6, (vocab_size,), generator=gen)]
+        p[0], q[-1] = p[0] + 1, q[-1] + 1
+        p, q = [v / sum(p) for v in p], [v / sum(q) for v in q]
+        r, c, m = p, Fraction(0), Fraction(1)
+        for _ in range(6):
+            assert r == [max(p_y - c * q_y, 0) / m for p_y, q_y in zip(p, q)]
+            weights = [max(r_y - q_y, 0) for r_y, q_y in zip(r, q)]  # the reference's step: norm((r - q)_+)
+            if not any(weights):
+                break
+            r = [w / sum(weights) for w in weights]
+            c += m
+            m = sum(max(p_y - c * q_y, 0) for p_y, q_y in zip(p, q))

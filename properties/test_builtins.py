@@ -191,9 +191,11 @@ def test_every_error_specref_raises_on_purpose_has_one_base():
     from specref.conformance import resolve
 
     assert resolve.UsageError is errors.UsageError
+    from specref import pytest_plugin
+
     defined = [
         obj
-        for module in (errors, extras, builtins)
+        for module in (errors, extras, builtins, pytest_plugin)
         for _, obj in inspect.getmembers(module, inspect.isclass)
         if issubclass(obj, Exception) and obj.__module__.startswith("specref")
     ]

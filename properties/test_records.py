@@ -171,3 +171,12 @@ def test_kinds_are_declared_once_with_a_known_family_and_the_mutants_name_only_d
         CheckId.parse("nope[")
     assert CheckId.parse("a[b]") == CheckId("a", "b") and str(CheckId("a", "b")) == "a[b]"
     assert CheckId.parse("reproducibility") == CheckId("reproducibility")
+
+
+def test_the_tallies_t0_lists_are_the_registered_t0_kinds():
+    """checks.T0_CHECKS and tree/checks.T0_CHECKS fix the order a row is charged in; the kinds are the registry's."""
+    from specref.conformance import checks
+    from specref.conformance.tree import checks as tree_checks
+
+    assert set(checks.T0_CHECKS) == {k.name for k in registry.for_contract(registry.CHAIN, "T0")}
+    assert set(tree_checks.T0_CHECKS) == {k.name for k in registry.for_contract(registry.TREE, "T0")}

@@ -12,7 +12,7 @@ import pytest
 from scipy.stats import binom
 
 from specref.conformance import laws
-from specref.conformance.scenarios import context_free
+from specref.conformance.scenarios import SCENARIOS, context_free
 from specref.stats import bennett, mean_ci
 
 pytestmark = pytest.mark.exact
@@ -30,12 +30,20 @@ DRAFT_ROW = [0.00477092927548635, 0.10063661026855744, 0.00222263543143058, 0.01
              0.02377326215212294, 0.01895800913481762, 0.02785995289612591, 0.00258264482148054]  # fmt: skip
 
 
-def _null():
-    sc = context_free("cf_near_equal_g4", "the case of issue 20", np.array(TARGET_ROW), np.array(DRAFT_ROW), 4)
+def _null(sc=None):
+    """(law of A, tau, mu0, Var tau) on full-draft rows; sc defaults to the issue's case."""
+    if sc is None:
+        sc = context_free("cf_near_equal_g4", "the case of issue 20", np.array(TARGET_ROW), np.array(DRAFT_ROW), 4)
     law = laws.length_law(sc, 0, sc.gamma, "exact")  # [g + 1]: P(A = a) on full-draft rows; tau = A + 1
     tau = np.arange(1, sc.gamma + 2)
     mu0 = float(law @ tau)
     return law, tau, mu0, float(law @ (tau - mu0) ** 2)
+
+
+def _stated(mu0: float, variance: float) -> float:
+    summary = (N, N * mu0, N * (variance + mu0 * mu0))
+    return mean_ci(summary=summary, expected_mean=mu0, alpha=ALPHA, known_variance=variance, bounds=(1, 5),
+                   method="bennett").detectable_tv  # fmt: skip
 
 
 def _sum_law(law: np.ndarray, n: int) -> np.ndarray:
@@ -73,16 +81,21 @@ def test_mean_tau_power_before_and_after():
         bennett.half_widths(N, 2 * BETA, variance, up, down)
     )
     assert before == pytest.approx(0.0187, abs=5e-5)
+    assert before / (mu0 - 1) == pytest.approx(0.0047, abs=5e-5)  # the extra rejection's probability
     assert _exact_power(_extra_rejection(law, before, mu0), tau, mu0, variance) == pytest.approx(0.884, abs=1e-3)
     # after: the check states a larger shift, and the same alternative at that shift has power >= 0.999
-    summary = (N, N * mu0, N * (variance + mu0 * mu0))
-    after = mean_ci(summary=summary, expected_mean=mu0, alpha=ALPHA, known_variance=variance, bounds=(1, 5),
-                    method="bennett").detectable_tv  # fmt: skip
+    after = _stated(mu0, variance)
     assert after == pytest.approx(0.0389, abs=5e-4)
     assert _exact_power(_extra_rejection(law, after, mu0), tau, mu0, variance) >= 1 - BETA
     # and at every larger shift of that kind
     for shift in np.linspace(after, 0.5, 12)[1:].tolist():
         assert _exact_power(_extra_rejection(law, shift, mu0), tau, mu0, variance) >= 1 - BETA, shift
+
+
+def test_mean_tau_power_on_the_scenario_as_the_catalogue_gives_it():
+    law, tau, mu0, variance = _null(SCENARIOS["cf_near_equal_g4"])
+    stated = _stated(mu0, variance)
+    assert _exact_power(_extra_rejection(law, stated, mu0), tau, mu0, variance) >= 1 - BETA
 
 
 def test_the_power_bound_grows_with_the_variance_and_bounds_the_two_point_law():
@@ -111,7 +124,7 @@ def test_mean_tau_power_holds_on_the_worst_law_of_the_family():
         shifts = (5.0 * N - 4.0 * k) / N - mu0
         rejects = np.array([bennett.p_value(N, s, variance, up, down) <= ALPHA for s in shifts.tolist()])
         assert binom.pmf(k[rejects], N, ones).sum() >= 1 - BETA, shift
-    # the upward side has no room (mu0 is 8e-4 below g + 1): the statement covers it vacuously
+    # the upward side has no room (mu0 is 8.5e-4 below g + 1): the statement covers it vacuously
     assert stated > 0 and up < stated
 
 
@@ -128,3 +141,23 @@ def test_bennett_detectable_shift_is_covered_by_the_two_point_laws(mu0, variance
         mu1 = mu0 + sign * stated
         if lo <= mu1 <= hi:
             assert binom.pmf(k[rejects], n, (mu1 - lo) / (hi - lo)).sum() >= 1 - BETA
+
+
+def test_miss_bound_survives_rounding_at_the_end_of_the_range():
+    """The scan's last shift, h + (reach - h) * 1.0, can land a hair past lo (found by the calibration smoke test)."""
+    mu0, h = 5.986049678946055, 0.49041766938811504
+    shift = -(h + (mu0 - 1.0 - h) * 1.0)
+    assert mu0 + shift < 1.0
+    assert bennett.miss_bound(2048, mu0, shift, h, 1.0, 6.0) == 0.0  # a point mass at lo: never missed
+    assert 0 < bennett.detectable_shift(2048, 1e-5, BETA, mu0, 0.5, 1.0, 6.0) < 1
+    with pytest.raises(ValueError, match="shift="):
+        bennett.miss_bound(2048, mu0, -5.5, h, 1.0, 6.0)
+
+
+def test_every_scenario_running_mean_tau_has_one_start_state():
+    """The power family is every law of tau on [1, g + 1] with the test's centre fixed: true for rows from one start
+    state. Several start states would centre each row on its own state's mean and widen the range of tau - m."""
+    from specref.conformance.plan import plan_for
+
+    running = [sc for sc in SCENARIOS.values() if "mean_tau" in plan_for(sc, "exact").tested]
+    assert running and all(len(sc.starts) == 1 for sc in running), [sc.name for sc in running if len(sc.starts) > 1]

@@ -35,6 +35,8 @@ from pathlib import Path
 
 import pytest
 
+from .errors import SpecrefError, UsageError
+
 #: [tool.specref] key -> Settings field; the keys are spelled as the CLI flags.
 KEYS = {
     "impl": "impl",
@@ -50,13 +52,13 @@ KEYS = {
 class Settings:
     impl: str | None = None
     seed: int = 0
-    budget_seconds: float = 300.0
+    budget_seconds: float | None = None  # None: 300 s, or no time cap when rows are fixed (as the CLI)
     alpha: float = 1e-3
     rows: int | None = None
     scenarios: str | None = None  # comma-separated, as `specref conform --scenarios`
 
     def validate(self) -> Settings:
-        if not self.budget_seconds > 0:
+        if self.budget_seconds is not None and not self.budget_seconds > 0:
             raise pytest.UsageError(f"specref: budget-seconds={self.budget_seconds!r} must be > 0")
         if not 0 < self.alpha < 1:
             raise pytest.UsageError(f"specref: alpha={self.alpha!r} must lie in (0, 1)")
@@ -74,7 +76,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--specref-seed", type=int, metavar="N", help="seed of the scenarios and generators (default 0)")
     group.addoption("--specref-budget-seconds", type=float, metavar="S",
-                    help="time budget; N per check is sized to it (default 300)")  # fmt: skip
+                    help="time budget; N per check is sized to it (default 300; none with rows)")  # fmt: skip
     group.addoption("--specref-alpha", type=float, metavar="A",
                     help="family-wise false-alarm probability of the run (default 1e-3)")  # fmt: skip
     group.addoption("--specref-rows", type=int, metavar="N",
@@ -124,7 +126,6 @@ def settings_of(config: pytest.Config) -> Settings:
 def resolve_impl(spec: str, scenarios: str | None):
     """(adapter, label, scenario list) as `specref conform` resolves them; a bad IMPL is a pytest usage error."""
     from .conformance.resolve import resolve, select_scenarios
-    from .errors import UsageError
 
     try:
         adapter, label = resolve(spec)
@@ -151,6 +152,12 @@ def conformance_run(settings: Settings, verify=None, **overrides):
                scenarios=scenarios, **extra)  # fmt: skip
 
 
+def _budget_words(settings: Settings) -> str:
+    if settings.budget_seconds is None:
+        return "no time cap: fixed rows" if settings.rows is not None else "budget 300 s"
+    return f"budget {settings.budget_seconds:g} s"
+
+
 @pytest.fixture
 def specref_conformance(pytestconfig: pytest.Config):
     """run(verify=None, **overrides) -> Report, with the session's specref settings as defaults."""
@@ -165,8 +172,8 @@ def specref_conformance(pytestconfig: pytest.Config):
 # --- the run as items ----------------------------------------------------------------------------------------------
 
 
-class SpecrefCheckFailed(Exception):
-    """A conformance check failed; the message is the full failure text."""
+class SpecrefCheckFailed(SpecrefError):
+    """A conformance check failed (a pytest item's failure); the message is the full failure text."""
 
 
 class ConformanceRun(pytest.Collector):
@@ -235,7 +242,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.write_line(
-            f"specref: running the conformance suite on {settings.impl} (budget {settings.budget_seconds:g} s, "
+            f"specref: running the conformance suite on {settings.impl} ({_budget_words(settings)}, "
             f"alpha {settings.alpha:g}, seed {settings.seed})"
         )
     try:
@@ -245,7 +252,9 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         items.append(CheckItem.from_parent(run_node, name="run", check=None, error=error + traceback.format_exc()))
         return
     record = report.to_dict()
-    record["spec"] = settings.impl
+    from .conformance.snippets import absolute_spec
+
+    record["spec"] = absolute_spec(settings.impl)
     config.stash[_REPORT] = report
     items.extend(CheckItem.from_parent(run_node, name=check.name, check=check, record=record)
                  for check in report.checks)  # fmt: skip

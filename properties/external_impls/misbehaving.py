@@ -7,6 +7,7 @@ the harness really sent.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -89,3 +90,23 @@ def recording(target_probs, draft_probs, draft_tokens, generator):
     out = torch.full((draft_tokens.shape[0], draft_tokens.shape[1] + 1), -1, dtype=torch.int64)
     out[:, 0] = residual
     return out
+
+
+def _reference_hanging_on(call: int):
+    """specref's reference engine (a Python row loop), which stops answering (sleeps forever) on call `call`."""
+    from specref.conformance.adapters import reference_adapter
+
+    inner = reference_adapter()
+    calls = []  # in the worker process, which lives until a hang kills it
+
+    def verify(target_probs, draft_probs, draft_tokens, generator=None, *, num_draft=None, uniforms=None):
+        calls.append(1)
+        if len(calls) == call:
+            time.sleep(10**6)
+        return inner.verify(target_probs, draft_probs, draft_tokens, generator, num_draft=num_draft, uniforms=uniforms)
+
+    return dataclasses.replace(inner, name=f"reference_hangs_on_call_{call}", verify=verify)
+
+
+#: The reference engine, hung on its 17th call (issue: no verdict after 25 minutes of a 60 s run).
+reference_hangs_on_17th = _reference_hanging_on(17)

@@ -24,8 +24,8 @@ from pathlib import Path
 import torch
 
 from .. import tree_inputs
-from . import block, tree
-from .bench import Timer, environment
+from . import block, kernels, tree
+from .bench import Timer, environment, read_once
 
 RULE_SCHEME = {"target_only": "topk", "mss": "iid", "rsd": "without_replacement", "sample_match": "topk"}
 
@@ -125,19 +125,40 @@ def naive_block_verify(target_probs, draft_probs, draft_tokens, generator):
     return out
 
 
+def floor_seconds(timer, target, rows: int):
+    """The floor of a rule: one cold read of `rows` V-rows (timed on the first rows of target_probs, as bench.py's
+    floor: torch's fastest one-pass read). None where the rows read are unknown."""
+    if rows is None:
+        return None
+    flat = target.reshape(-1, target.shape[-1])
+    return timer(lambda: read_once(flat[: min(rows, flat.shape[0])]))
+
+
+def rows_read_tree(target, draft, tokens, parents, uniforms, rule):
+    """The full V-rows the rule reads on these inputs (the C walk's count, on CPU copies), or None without it."""
+    cpu = [None if t is None else t.cpu() for t in (target, draft, tokens, parents, uniforms)]
+    walked = kernels.tree_walk(*cpu, rule)
+    return None if walked is None else int(walked[2].sum())
+
+
 def bench_tree_case(rule, batch, vocab, device, timer):
     target, draft, tokens, parents = make_tree_inputs(batch, vocab, RULE_SCHEME[rule], device)
     q = draft if rule in ("mss", "rsd") else None
     gen = torch.Generator(device=device).manual_seed(1)
+    uniforms = torch.rand(batch, parents.shape[1] + 1, generator=gen, device=device)  # one walk for every timing
+    rows = rows_read_tree(target, q, tokens, parents, uniforms, rule)
     seconds = {
-        "batched": timer(lambda: tree.verify_tree(target, q, tokens, parents, gen, rule=rule, validate=False)),
+        "batched": timer(
+            lambda: tree.verify_tree(target, q, tokens, parents, rule=rule, uniforms=uniforms, validate=False)
+        ),  # fmt: skip
+        "floor": floor_seconds(timer, target, rows),
         "naive": timer(lambda: naive_tree_verify(target, q, tokens, parents, gen, rule), repeats=3),
     }
-    emitted = tree.verify_tree(target, q, tokens, parents, gen, rule=rule, validate=False)
+    emitted = tree.verify_tree(target, q, tokens, parents, rule=rule, uniforms=uniforms, validate=False)
     mean_tokens = float((emitted >= 0).sum(1).float().mean())
     return {"case": f"tree {rule} ({RULE_SCHEME[rule]} drafts)", "batch": batch, "vocab": vocab, "nodes": 60,
-            "depth": 6, "seconds": seconds, "naive_over_batched": seconds["naive"] / seconds["batched"],
-            "mean_tokens": mean_tokens}  # fmt: skip
+            "depth": 6, "seconds": seconds, "rows_read": rows, "mean_tokens": mean_tokens,
+            **ratios(seconds)}  # fmt: skip
 
 
 def bench_block_case(batch, gamma, vocab, device, timer):
@@ -145,12 +166,23 @@ def bench_block_case(batch, gamma, vocab, device, timer):
 
     target, draft, tokens = make_inputs(batch, gamma, vocab, torch.float32, device)
     gen = torch.Generator(device=device).manual_seed(1)
+    uniforms = torch.rand(batch, gamma + 1, generator=gen, device=device)
+    num_draft = torch.full((batch,), gamma, dtype=torch.long)
+    walked = kernels.block_verify(target.cpu(), draft.cpu(), tokens.cpu(), num_draft, uniforms.cpu())
+    rows = None if walked is None else int(walked[1].sum())
     seconds = {
-        "batched": timer(lambda: block.verify_block(target, draft, tokens, gen, validate=False)),
+        "batched": timer(lambda: block.verify_block(target, draft, tokens, uniforms=uniforms, validate=False)),
+        "floor": floor_seconds(timer, target, rows),
         "naive": timer(lambda: naive_block_verify(target, draft, tokens, gen), repeats=3),
     }
     return {"case": f"block, chain of {gamma}", "batch": batch, "vocab": vocab, "nodes": gamma, "depth": gamma,
-            "seconds": seconds, "naive_over_batched": seconds["naive"] / seconds["batched"]}  # fmt: skip
+            "seconds": seconds, "rows_read": rows, **ratios(seconds)}  # fmt: skip
+
+
+def ratios(seconds):
+    floor = seconds.get("floor")
+    return {"naive_over_batched": seconds["naive"] / seconds["batched"],
+            "batched_over_floor": None if floor is None else seconds["batched"] / floor}  # fmt: skip
 
 
 def write_reports(results, env, out_dir: Path):
@@ -160,16 +192,26 @@ def write_reports(results, env, out_dir: Path):
         "# Tree and block verification benchmark",
         "",
         f"torch {env['torch']} on {env.get('gpu', env['processor'])} ({env['device']}), {env['threads']} thread(s), "
-        f"load average at the end {env.get('load_average')}. Medians; CPU caches flushed before every call. "
-        "Naive = the same rule walked row by row with torch operations on [V] rows. fp32 inputs.",
+        f"load average at the end {env.get('load_average')}, {env.get('clock', 'wall')} clock. Medians; CPU caches "
+        "flushed before every call. Every timing of a rule uses the same injected uniforms (one walk). fp32 inputs. "
+        f"Batched: {env.get('walk', '?')}. Naive = the same rule walked row by row with torch operations on [V] rows. "
+        "Floor = one cold read of the V-rows the rule reads on these inputs (rows read, counted by the C walk): p "
+        "where a node needs a full pass, and each rejected sibling's draft row (mss, rsd), at most once each; "
+        "target_only reads p only where a row stops, sample_match p at every node it visits (its draw), block "
+        "verification the rows from the top down to tau (`docs/batched.md`, Floors).",
         "",
-        "| case | B | V | nodes | depth | batched ms | naive ms | naive / batched |",
-        "|---|---|---|---|---|---|---|---|",
+        "| case | B | V | nodes | depth | rows read per batch row | batched ms | floor ms | batched / floor "
+        "| naive ms | naive / batched |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in results:
         s = c["seconds"]
         shape = f"| {c['case']} | {c['batch']} | {c['vocab']} | {c['nodes']} | {c['depth']} | "
-        lines.append(shape + f"{1e3 * s['batched']:.2f} | {1e3 * s['naive']:.1f} | {c['naive_over_batched']:.1f}x |")
+        rows = "?" if c["rows_read"] is None else f"{c['rows_read'] / c['batch']:.2f}"
+        floor = "?" if s["floor"] is None else f"{1e3 * s['floor']:.2f}"
+        over = "?" if c["batched_over_floor"] is None else f"{c['batched_over_floor']:.2f}x"
+        lines.append(shape + f"{rows} | {1e3 * s['batched']:.2f} | {floor} | {over} | {1e3 * s['naive']:.1f} "
+                     f"| {c['naive_over_batched']:.1f}x |")  # fmt: skip
     (out_dir / "bench_tree.md").write_text("\n".join(lines) + "\n")
 
 
@@ -180,26 +222,38 @@ def main(argv=None) -> int:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="cpu: thread CPU time (loaded CPUs)")
     args, _ = parser.parse_known_args(argv)  # `nox -s bench -- ...` passes specref.batched.bench's options too
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    timer = Timer(device, args.repeats)
+    timer = Timer(device, args.repeats, args.clock)
     batch, vocab = (16, 32000) if args.quick else (64, 32000)
     rules = ("target_only", "mss") if args.quick else tuple(RULE_SCHEME)
     results = []
     for rule in rules:
         results.append(bench_tree_case(rule, batch, vocab, device, timer))
-        c = results[-1]
-        seconds = c["seconds"]
-        ratio = c["naive_over_batched"]
-        print(f"{c['case']:40s} B={batch} V={vocab}: batched {1e3 * seconds['batched']:8.2f} ms, "
-              f"naive {1e3 * seconds['naive']:9.1f} ms, naive/batched {ratio:6.1f}x", flush=True)  # fmt: skip
+        print_case(results[-1])
     if not args.quick:
         results.append(bench_block_case(batch, 6, vocab, device, timer))
-        c = results[-1]
-        print(f"{c['case']:40s} B={batch} V={vocab}: naive/batched {c['naive_over_batched']:6.1f}x", flush=True)
-    write_reports(results, environment(device, args.threads), Path(args.out))
+        print_case(results[-1])
+    env = environment(device, args.threads)
+    env["clock"] = args.clock if device.type == "cpu" else "wall"
+    walk = (
+        "the C walk (specref/batched/kernels/tree_walk.c)"
+        if device.type == "cpu" and kernels.status(device).startswith("compiled")
+        else "the torch walk"
+    )
+    env["walk"] = walk
+    write_reports(results, env, Path(args.out))
     return 0 if all(math.isfinite(c["seconds"]["batched"]) for c in results) else 1
+
+
+def print_case(c):
+    s = c["seconds"]
+    floor = "" if c["batched_over_floor"] is None else f", batched/floor {c['batched_over_floor']:5.2f}x"
+    print(f"{c['case']:40s} B={c['batch']} V={c['vocab']}: batched {1e3 * s['batched']:8.2f} ms, "
+          f"naive {1e3 * s['naive']:9.1f} ms, naive/batched {c['naive_over_batched']:6.1f}x{floor}",
+          flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import torch
 
+from . import kernels
 from .chain import checked_uniforms
 from .tree import _total, inverse_cdf
 
@@ -43,6 +44,9 @@ def verify_block(
     positions = torch.arange(gamma, device=device)
     active = positions < num_draft[:, None]  # [B, g]
     tokens = torch.where(active, draft_tokens.long(), 0)  # [B, g]
+    walked = kernels.block_verify(target_probs, draft_probs, tokens, num_draft, uniforms)
+    if walked is not None:  # the C kernel (CPU): h from the top down, rows above tau never read
+        return walked[0]
     p = target_probs.to(dtype)
     if draft_probs is None:  # point masses at the drafts
         q = torch.zeros(batch, gamma, vocab_size, dtype=dtype, device=device).scatter_(2, tokens[..., None], 1.0)

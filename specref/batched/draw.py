@@ -14,6 +14,8 @@ Two paths:
     token. Block sums come from a fused kernel of `specref.batched.kernels` (C on CPU, Triton on CUDA: one read of each
     input row) or else from torch operations on the full weights. A block's mass is off by a few 1e-7 of itself at
     most, far below what any law check can see; a threshold that overshoots the chosen block goes to the exact path.
+    On CPU the C kernel does both levels in one call (`kernels.draw`): one read of each input row from memory, then
+    the chosen block again from cache, with the same float64 additions as the torch second level.
 Rows the fast paths cannot decide (rare) are redone by a full float64 scan (`_slow_path`).
 """
 
@@ -53,10 +55,15 @@ def final_draw(final: FinalRows, u: torch.Tensor, dtype: torch.dtype) -> torch.T
         token, ok = _inverse_cdf_sequential(full_weights(final, dtype).double(), u.double())
     else:
         target, draft = final.target_probs, final.draft_probs
-        sums = kernels.block_sums(target, draft, final.target_row, final.draft_row, final.removed, BLOCK)
-        if sums is None:
-            sums = _block_sums(full_weights(final, dtype))
-        token, ok = _inverse_cdf_blocked(sums, final, u, dtype)
+        rows = (target, draft, final.target_row, final.draft_row, final.removed, BLOCK)
+        fused = kernels.draw(*rows, u)  # both levels in one call (CPU)
+        if fused is not None:
+            _, token, ok = fused
+        else:
+            sums = kernels.block_sums(*rows)
+            if sums is None:
+                sums = _block_sums(full_weights(final, dtype))
+            token, ok = _inverse_cdf_blocked(sums, final, u, dtype)
     if bool((~ok).any()):  # rare: an empty residual, or a threshold that rounds past the end of a block or row
         token = _slow_path(token, ok, final, u, dtype)
     return token

@@ -24,6 +24,7 @@ from __future__ import annotations
 import torch
 
 from ..tree_contract import TreeStructure, check_tree, structure
+from . import kernels
 from .chain import draw_uniforms
 from .validation import compute_dtype
 
@@ -52,8 +53,12 @@ def verify_tree(
         if generator is None:
             raise ValueError("generator=None and uniforms=None: one of them is needed")
         uniforms = draw_uniforms(batch, num_nodes, generator, device, dtype=dtype)
-    walk = _Walk(target_probs, draft_probs, draft_tokens.long(), structure(parents.to(device)), uniforms.to(dtype))
-    tokens, nodes = walk.run(rule)
+    walked = kernels.tree_walk(target_probs, draft_probs, draft_tokens, parents, uniforms, rule)
+    if walked is not None:  # the C walk (CPU): one call, each input row read once
+        tokens, nodes, _ = walked
+    else:
+        tree = structure(parents.to(device))
+        tokens, nodes = _Walk(target_probs, draft_probs, draft_tokens.long(), tree, uniforms.to(dtype)).run(rule)
     return (tokens, nodes) if return_nodes else tokens
 
 

@@ -9,10 +9,10 @@ from typing import Protocol
 import torch
 
 from ..stats import CheckResult, ErrorBudget
-from . import checks, laws
+from . import checks
 from .adapters import Adapter
 from .calls import AdapterFailure
-from .plan import RULE, plan_for
+from .diagnosis import rule_diagnosis
 from .report import Report
 from .run_checks import failure_details, not_run
 from .run_plan import RunPlan
@@ -44,7 +44,7 @@ def build_report(adapter: Adapter, plan: RunPlan, counted: Counted, run_results:
     report.add_t0("run", adapter_results + run_results + not_run_list)
     report.finish(ErrorBudget(alpha), wall_seconds(), family_size=len(plan.alphas))
     if report.law_kept:
-        report.rule_diagnosis = rule_diagnosis(counted.tallies, plan.checks, plan.alphas, adapter.rule)
+        report.rule_diagnosis = rule_diagnosis(counted.tallies, adapter.rule, alpha)
     return report
 
 
@@ -118,37 +118,3 @@ def probe_summary(s: Scenario, tally: checks.Tally, adapter: Adapter) -> dict:
         "and an inverse-CDF correction that returns token 0 at u = 0",
         "target_rows": None if event is None else probe_rows_needed(event=event),
     }
-
-
-def rule_diagnosis(tallies: dict, plans: dict, alphas: dict, declared: str) -> dict:
-    """When only rule checks failed: does the acceptance follow another known rule, and how often does it accept?
-
-    The counts are rule-free, so every other rule is tested on the same data at the same per-check alphas; its fit
-    is a diagnosis, never part of the verdict (no alpha is spent on it).
-    """
-    out: dict = {"rules": {}}
-    for rule in laws.RULES:
-        if rule == declared:
-            continue
-        results, support = [], 0
-        for name, tally in tallies.items():
-            kinds = {k: alphas[f"{k}[{name}]"] for k in plan_for(tally.scenario, rule).tested
-                     if f"{k}[{name}]" in alphas and checks.family_of(k) == RULE}  # fmt: skip
-            if tally.rows and tally.joint is None and kinds:
-                results += tally.t2_results(kinds, rule)
-            support += tally.support_violations[rule]
-        tested = [r for r in results if "not_tested" not in r.details]
-        out["rules"][rule] = {
-            "matches": support == 0 and all(r.passed for r in tested),
-            "min_p_value": min((r.p_value for r in tested), default=float("nan")),
-            "checks": len(tested),
-            "residual_support_violations": support,
-        }
-    observed = expected = 0.0
-    for tally in tallies.values():
-        sc = tally.scenario
-        if tally.rows and not (sc.probe or sc.identical_rows or sc.point_mass or sc.joint):
-            o, e = tally.mean_accepted("exact")
-            observed, expected = observed + o, expected + e
-    out["acceptance_ratio"] = observed / expected if expected else None
-    return out

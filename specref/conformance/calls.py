@@ -18,9 +18,9 @@ Two modes, chosen per adapter (`call_mode`):
 Every mode builds the adapter's arguments with `call_inputs`, so tokens are bit-identical between them; reproduce
 snippets call it too.
 
-The hang limit of a call is the larger of the timeout the run gives and HANG_SLACK times what the call should take
-at the slowest rate (seconds per row) this adapter has shown so far: a slow adapter on a loaded machine is slow,
-not hung, however little of the budget is left.
+The hang limit of a call comes from hangs.HangLimits: the rate of the call's own scenario (or, for a scenario's
+first call, the slowest rates seen, per row and per row element), within a ceiling tied to the run's budget. A call
+given an explicit `timeout` gets that instead.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ import torch
 from ..errors import AdapterFailure
 from ..forced import outputs_used
 from .adapters import Adapter
+from .hangs import HangLimits
 from .locate import describe_error, locate, raised_at
 from .scenarios import Batch
 
@@ -50,8 +51,8 @@ from .scenarios import Batch
 MODE_ENV = "SPECREF_CALL_MODE"
 _HERE = os.path.abspath(__file__)
 _abandoned: list[threading.Thread] = []
-#: A call is hung only past this many times its expected duration at the adapter's slowest measured rate.
-HANG_SLACK = 10.0
+#: The hang limit of a Caller made without one: no budget, this floor (seconds).
+DEFAULT_FLOOR = 30.0
 
 
 def abandoned_threads() -> int:
@@ -192,11 +193,11 @@ def _as_tokens(out, shape: tuple[int, int]) -> np.ndarray:
 class Caller:
     """Calls one adapter in its mode (module docstring); use as a context manager, or close() when done."""
 
-    def __init__(self, adapter: Adapter, mode: str | None = None):
+    def __init__(self, adapter: Adapter, mode: str | None = None, limits: HangLimits | None = None):
         self.adapter = adapter
         self.mode = mode or call_mode(adapter)
+        self.limits = limits or HangLimits(None, DEFAULT_FLOOR)
         self.workers_started = 0
-        self.seconds_per_row = 0.0  # the slowest rate of a completed call so far
         self.outputs_used: int | None = None  # outputs of a forced generator state the last call read
         self._process = self._conn = self._dump = None
 
@@ -211,7 +212,7 @@ class Caller:
         batch: Batch,
         generator_seed: int,
         *,
-        timeout: float,
+        timeout: float | None = None,
         uniforms: np.ndarray | None = None,
         dtype: torch.dtype | None = None,
         where: dict | None = None,
@@ -219,6 +220,7 @@ class Caller:
     ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray | None], float]:
         """(tokens [B, g+1] int64, (target, draft) probabilities as the adapter saw them, seconds in the adapter).
 
+        timeout: seconds before the call is declared hung (default: the hang limit of its scenario, hangs.py).
         Raises AdapterFailure (kind 'exception', 'malformed', 'hang' or 'crash'), with `where` as its call.
         generator_state: a forced CPU generator state (specref.forced); `self.outputs_used` then tells how many
         outputs of it the call read (None: past the forced ones, or the generator was not read as a stream).
@@ -227,7 +229,8 @@ class Caller:
         job, seen = _job(batch, generator_seed, dtype, self.adapter.device, self.adapter.ragged, uniforms,
                          generator_state)  # fmt: skip
         rows = len(batch.num_draft)
-        timeout = self.hang_limit(timeout, rows)
+        key, elements = _rate_key(where, uniforms), int(np.prod(batch.target_probs.shape[1:]))
+        timeout = self.limits.limit(key, rows, elements) if timeout is None else timeout
         if self.mode == "inline":
             reply = _execute(self.adapter.verify, job)
         elif self.mode == "thread":
@@ -236,13 +239,13 @@ class Caller:
             reply = self._in_worker(job, timeout, rows)
         if reply[0] == "failure":
             raise AdapterFailure(reply[1], reply[2], reply[3], where)
-        self.seconds_per_row = max(self.seconds_per_row, reply[2] / max(rows, 1))
+        self.limits.record(key, rows, elements, reply[2])
         self.outputs_used = reply[3] if len(reply) > 3 else None
         return reply[1], seen, reply[2]
 
-    def hang_limit(self, timeout: float, rows: int) -> float:
-        """The seconds a call of `rows` rows may take before it is declared hung (module docstring)."""
-        return max(timeout, HANG_SLACK * rows * self.seconds_per_row)
+    def hang_limit(self, rows: int, elements: int, where: dict | None = None) -> float:
+        """The seconds a call of `rows` rows of `elements` probabilities each may take before it is declared hung."""
+        return self.limits.limit(_rate_key(where, None), rows, elements)
 
     # thread mode
 
@@ -337,6 +340,12 @@ class Caller:
             except OSError:
                 pass
         self._stop()
+
+
+def _rate_key(where: dict | None, uniforms) -> str:
+    """Calls of one scenario share a rate (injected uniforms, float64: another)."""
+    scenario = (where or {}).get("scenario", "?")
+    return f"{scenario}+uniforms" if uniforms is not None else scenario
 
 
 def _serve(conn, verify, dump) -> None:

@@ -32,8 +32,10 @@ from pathlib import Path
 from ..errors import UsageError
 from ..extras import MATPLOTLIB, TORCH, adapter_requirements, notice, require
 from ..outputs import REPORTS, default_folder
+from .contracts import CHAIN, TREE, contract_of
 from .progress import ProgressBar
 from .resolve import list_builtins, resolve, select_scenarios
+from .snippets import absolute_spec
 
 EXIT_CONFORMING, EXIT_NON_CONFORMING, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -49,8 +51,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("impl", nargs="?", metavar="IMPL", help="built-in name, package.module:attr or path/file.py:attr")
     p.add_argument("--list", action="store_true", help="list the built-in implementations and exit")
     p.add_argument("--seed", type=int, default=0, help="seed of the scenarios and generators (default 0)")
-    p.add_argument("--budget-seconds", type=float, default=300.0, metavar="S",
-                   help="time budget; N per check is sized to it (default 300)")  # fmt: skip
+    p.add_argument("--budget-seconds", type=float, default=None, metavar="S",
+                   help="time budget; N per check is sized to it (default 300; none with --rows)")  # fmt: skip
     p.add_argument("--report", metavar="DIR",
                    help=f"report folder (default {REPORTS}/<impl>/, git-ignored; the run prints where)")  # fmt: skip
     p.add_argument("--json", metavar="FILE", help="also write report.json here ('-' for stdout)")
@@ -58,8 +60,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="extension: family-wise false-alarm probability of the run (default 1e-3)")  # fmt: skip
     p.add_argument("--scenarios", metavar="A,B", help="extension: run only these scenarios (comma-separated)")
     p.add_argument("--rows", type=int, metavar="N",
-                   help="extension: a fixed N of rows per scenario instead of sizing by time (the budget still "
-                   "bounds the run); reproducible sample sizes for CI")  # fmt: skip
+                   help="extension: a fixed N of rows per scenario instead of sizing by time, every scenario gets "
+                   "them (no time cap unless --budget-seconds is also given; then a scenario it cuts short is "
+                   "named); reproducible sample sizes for CI")  # fmt: skip
     p.add_argument("--no-plots", action="store_true", help="extension: write no PNG plots")
     p.add_argument("--allow-edge", action="store_true",
                    help="exit 0 when the only failures are rare edges the forced probe named (verdict 'non-conforming: "
@@ -97,7 +100,9 @@ def conform(args: argparse.Namespace) -> int:
         if not args.impl:
             raise UsageError("IMPL is required (a built-in name, package.module:attr or path/file.py:attr); "
                              "see `specref conform --list`")  # fmt: skip
-        if not args.budget_seconds > 0:
+        if args.budget_seconds is None and args.rows is None:
+            args.budget_seconds = 300.0
+        if args.budget_seconds is not None and not args.budget_seconds > 0:
             raise UsageError(f"--budget-seconds={args.budget_seconds!r} must be > 0")
         if not 0 < args.alpha < 1:
             raise UsageError(f"--alpha={args.alpha!r} must lie in (0, 1)")
@@ -107,8 +112,8 @@ def conform(args: argparse.Namespace) -> int:
             _check_shard(args.shard, args.rows)
         require(f"IMPL={args.impl!r}", *adapter_requirements(args.impl))  # before torch is imported
         adapter, label = resolve(args.impl, tree=getattr(args, "tree", False))
-        if args.shard is not None and not hasattr(adapter, "verify"):
-            raise UsageError(f"--shard={args.shard!r} applies to verify-level adapters; run pipelines unsharded")
+        if args.shard is not None and contract_of(adapter) != CHAIN:
+            raise UsageError(f"--shard={args.shard!r} applies to chain kernels; run {contract_of(adapter)}s unsharded")
         scenarios = select_scenarios(adapter, args.scenarios)
         out_dir = args.report or _default_folder(label)
         _check_writable(out_dir, "--report")
@@ -124,7 +129,7 @@ def conform(args: argparse.Namespace) -> int:
     return _leave_if_abandoned(
         run_and_report(
             adapter,
-            spec=args.impl,
+            spec=absolute_spec(args.impl),
             out_dir=out_dir,
             json_file=args.json,
             seed=args.seed,
@@ -193,18 +198,16 @@ def _leave_if_abandoned(code: int) -> int:
     return code
 
 
-def run_and_report(adapter, *, spec, out_dir, json_file=None, seed=0, budget_seconds=300.0, alpha=1e-3,
+def run_and_report(adapter, *, spec, out_dir, json_file=None, seed=0, budget_seconds=None, alpha=1e-3,
                    scenarios=None, rows=None, plots=True, stream=None, shard=None,
                    allow_edge=False) -> int:  # fmt: skip
     """Run, write the report folder, print a compact summary; returns the exit code."""
     from . import run
-    from .tree import is_tree, run_tree
-
-    if is_tree(adapter):
-        run = run_tree
 
     stream = stream or (sys.stderr if json_file == "-" else sys.stdout)  # stdout keeps pure JSON with --json -
     extra = {} if rows is None else {"rows": rows}
+    if hasattr(adapter, "verify"):
+        extra["started"] = process_started()  # the budget is the command's: start-up and imports count
     if shard is not None:
         extra["shard"] = shard
     try:
@@ -214,6 +217,20 @@ def run_and_report(adapter, *, spec, out_dir, json_file=None, seed=0, budget_sec
     except Exception:  # noqa: BLE001 -- the adapter's own failures are verdicts inside run(); this is specref's bug
         return _internal_error(spec)
     return _write_and_tell(report, out_dir, spec, json_file, plots=plots, stream=stream, allow_edge=allow_edge)
+
+
+def process_started() -> float:
+    """The time.perf_counter() at which this process started (Linux /proc; elsewhere: now)."""
+    import time
+
+    try:
+        ticks = os.sysconf("SC_CLK_TCK")
+        since_boot = float(Path("/proc/uptime").read_text().split()[0])
+        stat = Path("/proc/self/stat").read_text()
+        started_at = int(stat[stat.rindex(")") + 2 :].split()[19]) / ticks  # field 22: starttime, in ticks
+        return time.perf_counter() - max(0.0, since_boot - started_at)
+    except (OSError, ValueError, IndexError):
+        return time.perf_counter()
 
 
 def _internal_error(spec) -> int:
@@ -230,7 +247,7 @@ def _write_and_tell(report, out_dir, spec, json_file, *, plots, stream, allow_ed
 
     try:
         paths = write_report(report, out_dir, spec=spec, plots=plots)
-        if plots and any("node_acceptance" in s for s in report.scenarios.values()):  # a tree run
+        if plots and contract_of(report.adapter) == TREE:
             from .tree.picture import add_to_report
 
             add_to_report(report, paths)

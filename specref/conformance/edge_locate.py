@@ -56,10 +56,20 @@ def _site() -> str | None:
     return None
 
 
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(_HARNESS))  # the folder holding specref/
+
+
 def _short(path: str) -> str:
-    """site-packages/x/y.py -> x/y.py; other paths as they are."""
+    """site-packages/x/y.py -> x/y.py; specref's own files from specref/; others relative to the working folder
+    when under it, else as they are."""
     marker = f"site-packages{os.sep}"
-    return path.split(marker, 1)[1] if marker in path else path
+    if marker in path:
+        return path.split(marker, 1)[1]
+    for root in (_PACKAGE_ROOT, os.getcwd()):
+        relative = os.path.relpath(path, root)
+        if not relative.startswith(".."):
+            return relative
+    return path
 
 
 class _ZeroTies(TorchFunctionMode):

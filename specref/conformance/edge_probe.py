@@ -20,7 +20,12 @@ Reach. The probe shows an edge only in a verifier that draws its uniforms from t
 copies its state into the RNG it draws from, as the transformers adapter does). The caller reports how many
 outputs of the forced stream a call read; a verifier that read fewer than one per row (a seed for its own RNG,
 numpy, an engine's sampler) or runs on CUDA (Philox cannot be forced) gets "rare edge not shown", and its checks
-are not tested, never passed.
+are not tested, never passed. Where the generator cannot be forced but the adapter declares `uniforms` (CUDA), the
+same batches are called with a 0 injected in one column at a time (`inject`).
+
+Trees: the tree harness (tree/runner.py) does not run this probe yet. Its hook is the same call after the tree
+run's run-level checks, with tree batches whose first child has p = 0 (a root coin of 0 then shows SGLang's
+`coin <= prob_acc`); it waits for the unified run of chains and trees.
 """
 
 from __future__ import annotations
@@ -111,6 +116,7 @@ def classify(batch_name: str, batch: Batch, out: np.ndarray, target_seen: np.nda
 class EdgeProbe:
     results: list[CheckResult] = field(default_factory=list)
     summary: dict = field(default_factory=dict)
+    seconds: float = 0.0
 
 
 def edge_probe(caller: Caller, seed: int, timeout: Callable[[], float], inject: bool | None = None) -> EdgeProbe:
@@ -146,7 +152,8 @@ def edge_probe(caller: Caller, seed: int, timeout: Callable[[], float], inject: 
             probe.results.append(_untested(name, shown.get(edge, "not probed")))
         else:
             probe.results.append(checks.t0_result(name, 0, ROWS, {"family": FAMILY}))
-    probe.summary["seconds"] = time.perf_counter() - started  # wall time, calls and locating included
+    probe.seconds = time.perf_counter() - started  # wall time, calls and locating included (not in the records:
+    # merged shards must equal one run bit for bit)
     probe.results[-1].details["forced_probe"] = probe.summary  # carried by report.json and by shards
     return probe
 

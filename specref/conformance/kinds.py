@@ -268,7 +268,7 @@ declare(CheckKind("accepted_length_law", RULE, "T2", "accepted-count law equals 
                   bins="accepted count", strata="(start state, num_draft)", plot="length",
                   forms={CHAIN: Form(_length_plan, _length_law, ("length",))}))  # fmt: skip
 declare(CheckKind("mean_tau", RULE, "T2", "mean tokens per cycle equals the rule's closed form",
-                  statistic="|mean tau shift| (Bennett bound)", bins="tokens per cycle",
+                  statistic="mean shift of tau (Bennett bound)", bins="tokens per cycle",
                   distance="mean shift in tokens per cycle",
                   forms={CHAIN: Form(_mean_tau_plan, _mean_tau, ("length",))}))  # fmt: skip
 declare(CheckKind("row_independence", RULE, "T2", "identical rows in one call give independent outputs, each "

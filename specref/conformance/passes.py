@@ -11,6 +11,7 @@ tokens whichever process runs it: that is what lets `shards.py` split a run and 
 from __future__ import annotations
 
 import functools
+import math
 import time
 import zlib
 from collections.abc import Callable
@@ -30,6 +31,13 @@ MAX_ROWS = {"default": 400_000, "large_v8193_g2": 200_000, "large_v151936_g1": 2
 MIN_ROWS = 256
 #: The most of the budget the rare-edge probe may take (it stops earlier once it reaches its target power).
 PROBE_SHARE = 0.45
+#: A call sized to the time left has at least this many rows; a first call, at least MIN_FIRST_ROWS.
+MIN_CALL_ROWS, MIN_FIRST_ROWS = 64, 2
+#: The most of the time left the probe pass may take, in equal shares per scenario left.
+PROBE_PASS_SHARE = 0.5
+#: The share of the budget kept after the main pass, on top of the run-level checks' expected time (_reserve), and
+#: the seconds kept for the report (its checks, its files) and for the reference engine beside the coupling check.
+RESERVE_SHARE, REPORT_SECONDS, COUPLING_SECONDS = 0.05, 3.0, 2.0
 #: A joint-loop call's start states are kept in its provenance (for a reproduce snippet) up to this many rows.
 MAX_RECORDED_STATES = 64
 
@@ -39,28 +47,20 @@ def derive_seed(*key) -> int:
     return zlib.crc32(":".join(map(str, key)).encode())
 
 
-def call_timeout(deadline: float, min_call_timeout: float) -> float:
-    """How long a call may go without a result before it is declared a hang (chain and tree runs alike)."""
-    # A call that overruns the budget is slow, not hung (a loaded machine slows a correct adapter several-fold):
-    # it is declared hung only at twice what was left of the budget.
-    return 2 * max(min_call_timeout, deadline - time.perf_counter())
-
-
 @dataclass
 class Clock:
-    """The run's time budget: its deadline, and how long a call may take before it is declared a hang."""
+    """The run's time budget: its deadline (infinite without a budget: fixed rows, no time cap)."""
 
     started: float
     deadline: float
-    min_call_timeout: float
 
     @classmethod
-    def start(cls, budget_seconds: float, min_call_timeout: float) -> Clock:
-        started = time.perf_counter()
-        return cls(started, started + budget_seconds, min_call_timeout)
+    def start(cls, budget_seconds: float | None, started: float | None = None) -> Clock:
+        started = time.perf_counter() if started is None else started
+        return cls(started, started + (math.inf if budget_seconds is None else budget_seconds))
 
-    def timeout(self) -> float:
-        return call_timeout(self.deadline, self.min_call_timeout)
+    def left(self) -> float:
+        return self.deadline - time.perf_counter()
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started
@@ -96,6 +96,8 @@ class Calls:
     broken: dict[str, AdapterFailure] = field(default_factory=dict)  # scenario -> the adapter's failure
     stopped: str | None = None  # why the run stopped calling the adapter (a hang), or None
     finished: set[str] = field(default_factory=set)  # the scenarios whose main pass ended
+    cut: dict[str, int] = field(default_factory=dict)  # scenario -> its fixed rows, when the budget cut it short
+    first_rows: dict[str, int] = field(default_factory=dict)  # scenario -> rows of its probe-pass call (chunk 0)
 
     @classmethod
     def start(cls, plan: list[Scenario], seed: int, rule: str) -> Calls:
@@ -117,12 +119,20 @@ class Calls:
                 "rows": sum(w["rows"] for w in log)}  # fmt: skip
 
 
-def probe_pass(caller: Caller, plan: list[Scenario], calls: Calls, seed: int, clock: Clock, tell, owns) -> None:
-    """One small call per scenario, chunk 0: T0 on every scenario early, and a first speed reading."""
+def probe_pass(caller: Caller, plan: list[Scenario], calls: Calls, seed: int, clock: Clock, tell, owns,
+               sizing: Sizing | None = None) -> None:  # fmt: skip
+    """One small call per scenario, chunk 0: T0 on every scenario early, and a first speed reading. A scenario
+    sized by time gets fewer rows when its expected rate (hangs.HangLimits.expected) would take more than its share
+    of PROBE_PASS_SHARE of the time left (a row loop at V = 151,936 on a loaded machine: seconds a row)."""
     for i, s in enumerate(plan):
         if owns(0):
+            rows = first_call_rows(s)
+            if sizing is not None and sizing.fixed(s) is None and math.isfinite(clock.deadline):
+                share = PROBE_PASS_SHARE * max(0.0, clock.left() - _reserve(caller, sizing.budget_seconds))
+                rows = _rows_for(caller, s, rows, share / (len(plan) - i))
+            calls.first_rows[s.name] = rows
             try:
-                feed(caller, s, calls, first_call_rows(s), 0, seed=seed, clock=clock)
+                feed(caller, s, calls, rows, 0, seed=seed, clock=clock)
             except AdapterFailure as failure:
                 if calls.halted(s, failure):
                     return
@@ -133,17 +143,17 @@ def main_pass(caller: Caller, plan: list[Scenario], calls: Calls, seed: int, siz
               tell) -> None:  # fmt: skip
     """Each scenario gets an equal slice of the time left, up to its cap; unused time rolls forward.
 
-    After a hang the run calls the adapter no more: the hang has spent the budget (a call is declared hung only
-    after 2 max(MIN_CALL_TIMEOUT, the time left)), and the scenarios left get their checks marked not run.
+    After a hang the run calls the adapter no more, and the scenarios left get their checks marked not run.
+    Without a budget (fixed rows, no time cap) every scenario gets its fixed rows.
     """
-    reserve = 0.1 * sizing.budget_seconds + 2.0 + 2.0 * caller.adapter.uniforms
+    reserve = _reserve(caller, sizing.budget_seconds) if math.isfinite(clock.deadline) else 0.0
     todo = sorted((s for s in plan if s.name not in calls.broken), key=lambda s: not s.probe)  # the probe first
     for i, s in enumerate(todo):
-        left = max(0.0, clock.deadline - reserve - time.perf_counter())
+        left = max(0.0, clock.left() - reserve)
         slice_end = time.perf_counter() + (PROBE_SHARE * left if s.probe else left / (len(todo) - i))
         fixed = sizing.fixed(s)
         if fixed is not None:
-            slice_end = clock.deadline
+            slice_end = clock.deadline - reserve
         try:
             _scenario_pass(caller, s, calls, seed, fixed, slice_end, clock, sizing.owns)
         except AdapterFailure as failure:
@@ -162,17 +172,49 @@ def _scenario_pass(caller, s: Scenario, calls: Calls, seed: int, fixed: int | No
         call = functools.partial(feed, caller, s, calls, seed=seed, clock=clock)
         tally.joint = joint_counts(call, s, cap, JOINT_TOKENS, slice_end=slice_end, deadline=clock.deadline,
                                    owns=lambda batch: owns(batch + 1))  # fmt: skip
+        if fixed is not None and time.perf_counter() >= slice_end:
+            calls.cut[s.name] = fixed
         return
-    begun, planned = time.perf_counter(), first_call_rows(s)  # rows of this scenario's chunks so far, in any shard
+    first = calls.first_rows.get(s.name, first_call_rows(s))
+    begun, planned = time.perf_counter(), first  # rows of this scenario's chunks so far, in any shard
     chunk = 1
     while planned < cap and time.perf_counter() < slice_end:
         rows_now = int(min(s.rows_per_call, cap - planned))
+        if fixed is None:  # sized by time: a call should end by the slice's end, at this scenario's measured rate
+            rows_now = _rows_in_time(caller, s, rows_now, slice_end)
         if owns(chunk):
             feed(caller, s, calls, rows_now, chunk, seed=seed, clock=clock)
         planned += rows_now
         chunk += 1
-        if s.probe and fixed is None and _probe_hopeless(planned, first_call_rows(s), begun, slice_end):
+        if s.probe and fixed is None and _probe_hopeless(planned, first, begun, slice_end):
             break
+    if fixed is not None and planned < cap:
+        calls.cut[s.name] = fixed
+
+
+def _rows_in_time(caller: Caller, s: Scenario, rows: int, slice_end: float) -> int:
+    """At most the rows the time to slice_end buys at the scenario's slowest measured rate (at least MIN_CALL_ROWS)."""
+    rate = caller.limits.row_rate.get(s.name)
+    if not rate:
+        return rows
+    return int(min(rows, max(MIN_CALL_ROWS, (slice_end - time.perf_counter()) / rate)))
+
+
+def _rows_for(caller: Caller, s: Scenario, rows: int, seconds: float) -> int:
+    """At most the rows `seconds` buy at the scenario's expected rate (at least MIN_FIRST_ROWS); all when unknown."""
+    per_row = caller.limits.expected(s.name, 1, (s.gamma + 1) * s.vocab_size)
+    if not per_row or per_row * rows <= seconds:
+        return rows
+    return int(max(MIN_FIRST_ROWS, min(rows, seconds / per_row)))
+
+
+def _reserve(caller: Caller, budget_seconds: float) -> float:
+    """Time kept after the main pass for the run-level checks (reproducibility: 3 calls of 512 rows of cf_dense_g4;
+    coupling: 5 of 256 small rows, each beside the reference engine) and the report, at their expected rate."""
+    per_row = caller.limits.expected("cf_dense_g4", 1, 5 * 16) or 0.0
+    run_rows = 3 * 512 + 2 * 5 * 256 * caller.adapter.uniforms
+    coupling = COUPLING_SECONDS * caller.adapter.uniforms
+    return RESERVE_SHARE * budget_seconds + REPORT_SECONDS + coupling + min(run_rows * per_row, 0.25 * budget_seconds)
 
 
 def _max_rows(s: Scenario) -> int:
@@ -206,7 +248,7 @@ def feed(caller: Caller, s: Scenario, calls: Calls, rows: int, chunk, start_stat
     batch = s.inputs(rows, seed, chunk, start_states=start_states)
     generator_seed = derive_seed("generator", seed, s.name, chunk)
     where = record(calls.fed[s.name], caller.adapter, s, rows, seed, chunk, generator_seed, start_states)
-    out, seen, seconds = caller(batch, generator_seed, timeout=clock.timeout(), where=where)
+    out, seen, seconds = caller(batch, generator_seed, where=where)
     tally.add(batch, out, seen, where)
     tally.seconds += seconds
     return batch, out, seen

@@ -9,7 +9,7 @@ import sys
 class ProgressBar:
     """A tqdm bar on stderr fed by run(progress=...); silent when stderr is not a terminal or tqdm is missing."""
 
-    def __init__(self, name: str, budget_seconds: float):
+    def __init__(self, name: str, budget_seconds: float | None):
         self.name, self.budget_seconds, self.bar = name, budget_seconds, None
 
     def __enter__(self) -> ProgressBar:
@@ -18,7 +18,8 @@ class ProgressBar:
                 from tqdm import tqdm
             except ImportError:
                 return self
-            layout = "{desc:<40.40} {percentage:3.0f}%|{bar}| {elapsed} of ~" + f"{self.budget_seconds:.0f}s"
+            budget = "" if self.budget_seconds is None else " of ~" + f"{self.budget_seconds:.0f}s"
+            layout = "{desc:<40.40} {percentage:3.0f}%|{bar}| {elapsed}" + budget
             width = shutil.get_terminal_size((100, 20)).columns  # falls back when the terminal reports 0 columns
             self.bar = tqdm(total=100, desc=self.name, file=sys.stderr, leave=False, bar_format=layout, ncols=width)
         return self

@@ -116,7 +116,7 @@ def render_markdown(record: dict) -> str:
             if adapter["kind"] == "pipeline"
             else f"capabilities: {', '.join(caps) or 'none beyond the verify contract'})"
         ),
-        f"- seed {record['seed']}, budget {record['budget_seconds']:g} s, wall time {record['wall_seconds']:.1f} s, "
+        f"- seed {record['seed']}, {_budget(record['budget_seconds'])}, wall time {record['wall_seconds']:.1f} s, "
         f"{rows:,} rows over {len(record['scenarios'])} scenarios",
         f"- family-wise false-alarm probability {record['alpha']:g}: Bonferroni split over the {len(tested_t2)} "
         "tested T2 checks, re-verdicted by Holm; T0 checks are certain and spend none",
@@ -126,11 +126,23 @@ def render_markdown(record: dict) -> str:
         "- not tested: a check that cannot fail on this scenario (df 0, implied by a T0 check, no observations); it "
         "spends no alpha and is never counted as passed. Not run: a check that could not be computed; a failure",
     ]
+    cut = [f"{name} ({sc['rows']:,} of {sc['rows_planned']:,})" for name, sc in record["scenarios"].items()
+           if "rows_planned" in sc]  # fmt: skip
+    if cut:
+        lines.append(f"- **cut short by the time budget** (rows of the fixed N asked): {', '.join(cut)}")
     probe = record.get("probe") or {}
     if probe:
-        lines.append(f"- rare-edge probe ({probe['scenario']}): {probe['accept_tests_with_ratio_0']:,} accept tests "
-                     f"with p/q = 0 (target {probe['target_rows']:,}); it sees {probe['event']} at least once with "
-                     f"probability {probe['detection_probability']:.3g}; it catches {probe['catches']}")  # fmt: skip
+        if probe.get("detection_probability") is None:  # float64 uniforms: the event cannot happen (edge_probe.py)
+            lines.append(
+                f"- rare-edge probe ({probe['scenario']}): {probe['accept_tests_with_ratio_0']:,} accept "
+                f"tests with p/q = 0; the event is {probe['event']}, so no detection probability is stated"
+            )
+        else:
+            lines.append(
+                f"- rare-edge probe ({probe['scenario']}): {probe['accept_tests_with_ratio_0']:,} accept "
+                f"tests with p/q = 0 (target {probe['target_rows']:,}); it sees {probe['event']} at least once "
+                f"with probability {probe['detection_probability']:.3g}; it catches {probe['catches']}"
+            )
     if adapter.get("notes"):
         lines.append(f"- notes: {adapter['notes']}")
     if record["verdict"] == "lossy by configuration":
@@ -313,7 +325,7 @@ def write_index(root: str | os.PathLike) -> Path:
             caught = ", ".join(r.get("caught_by", [])[:3]) or "-"
             lines.append(
                 f"| [{r['impl']}]({folder.as_posix()}/report.md) | {r['verdict']} | {passed}/{len(checks)} | {caught} "
-                f"| {rows:,} | {r['wall_seconds']:.0f} | {r['budget_seconds']:g} | {r['seed']} |"
+                f"| {rows:,} | {r['wall_seconds']:.0f} | {r['budget_seconds'] or '-'} | {r['seed']} |"
             )
         lines.append("")
     path = root / "index.md"
@@ -333,6 +345,10 @@ def rebuild(root: str | os.PathLike) -> Path:
 
 if __name__ == "__main__":  # python -m specref.conformance.render [reports]
     print(rebuild(sys.argv[1] if len(sys.argv) > 1 else "reports"))
+
+
+def _budget(seconds) -> str:
+    return "no time budget (fixed rows)" if seconds is None else f"budget {seconds:g} s"
 
 
 __all__ = ["failure_section", "rebuild", "render_markdown", "write_index", "write_plots", "write_report"]

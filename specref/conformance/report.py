@@ -67,7 +67,7 @@ def counts_line(counts: dict[str, int]) -> str:
 class Report:
     adapter: Adapter
     seed: int
-    budget_seconds: float
+    budget_seconds: float | None  # None: fixed rows, no time cap
     alpha: float
     checks: list[CheckResult] = field(default_factory=list)
     scenarios: dict = field(default_factory=dict)
@@ -151,6 +151,8 @@ class Report:
             f"{sum(s['rows'] for s in self.scenarios.values()):,} rows in {self.wall_seconds:.0f} s;"
             f" family-wise alpha {self.alpha:g})"
         ]
+        if self.cut_short:
+            lines.append(f"  cut short by the time budget: {self.cut_short}")
         if self.law_kept:
             lines.append(f"  output law kept; acceptance does not follow {self.adapter.rule!r} ({self.rule_words()})")
         lines += ["  " + line for line in failure_lines(self.failures)]
@@ -161,14 +163,22 @@ class Report:
                              + ", ".join(f"{k} {v:.3f}" for k, v in sorted(tv.items())))  # fmt: skip
         return "\n".join(lines)
 
+    @property
+    def cut_short(self) -> str:
+        """The scenarios that got fewer rows than the fixed N asked for (rows with a budget), or ''."""
+        return ", ".join(f"{name} ({s['rows']:,} rows of {s['rows_planned']:,} asked)"
+                         for name, s in self.scenarios.items() if "rows_planned" in s)  # fmt: skip
+
     def rule_words(self) -> str:
         """Which known rule the acceptance matches, and the acceptance ratio against exact speculative sampling."""
         d = self.rule_diagnosis
-        matches = [f"it matches rule {name!r} (smallest p-value {fit['min_p_value']:.3g} over {fit['checks']} "
-                   f"rule checks)" for name, fit in d.get("rules", {}).items() if fit["matches"]]  # fmt: skip
+        matches = [f"it matches rule {name!r} (" + (f"{fit['checks']} certain rule checks" if math.isnan(
+                   fit["min_p_value"]) else f"smallest p-value {fit['min_p_value']:.3g} over {fit['checks']} rule "
+                   "checks") + ")" for name, fit in d.get("rules", {}).items() if fit["matches"]]  # fmt: skip
         words = matches or ["it matches no rule specref knows"]
         if d.get("acceptance_ratio") is not None:
-            words.append(f"accepted drafts {d['acceptance_ratio']:.3f}x those of exact speculative sampling")
+            against = f"rule {d['against']!r}" if d.get("against") else "exact speculative sampling"
+            words.append(f"accepted drafts {d['acceptance_ratio']:.3f}x those of {against}")
         return "; ".join(words)
 
     def to_dict(self) -> dict:
@@ -237,7 +247,7 @@ def statistic_kind(r: CheckResult, kind=None) -> str:
         return "violations"
     used = str(d.get("test_used") or "")
     if d.get("method") == "bennett":
-        return "|mean shift| (Bennett bound)"
+        return "mean shift (Bennett bound)"
     if "per position" in str(d.get("test", "")):
         return "largest |rate - p0| (exact binomial per position)"
     if used.startswith("exact binomial"):

@@ -8,6 +8,7 @@ so they answer at once. Library code: the command line (conformance/cli.py), the
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import importlib
 import importlib.util
 import inspect
@@ -40,8 +41,10 @@ def resolve(spec: str, tree: bool = False):
     if spec in BY_NAME:
         return _builtin(spec, tree), spec
     if ":" not in spec:
-        raise UsageError(f"IMPL={spec!r} is not a built-in (`specref conform --list` names them) and has no ':attr' "
-                         "part; use package.module:attr or path/to/file.py:attr")  # fmt: skip
+        close = difflib.get_close_matches(spec, BY_NAME, n=3)
+        guess = f"did you mean {' or '.join(map(repr, close))}? " if close else ""
+        raise UsageError(f"IMPL={spec!r} is not a built-in ({guess}`specref conform --list` names them) and has no "
+                         "':attr' part; use package.module:attr or path/to/file.py:attr")  # fmt: skip
     where, attr = spec.rsplit(":", 1)
     if not where or not attr:
         raise UsageError(f"IMPL={spec!r}: both sides of ':' must be non-empty")
@@ -167,25 +170,15 @@ def select_scenarios(adapter, names: str | None) -> list[str] | None:
     wanted = [n.strip() for n in names.split(",") if n.strip()]
     if not wanted:
         raise UsageError(f"--scenarios={names!r} is empty")
-    from .tree import is_tree
+    from .contracts import TREE, contract_of, scenario_names
 
-    if is_tree(adapter):
-        from .tree.runner import scenarios_for_tree
-        from .tree.scenarios import SCENARIOS as TREE_SCENARIOS
-
-        allowed = {s.name for s in scenarios_for_tree(adapter)}
-        for name in wanted:
-            if name not in allowed:
-                raise UsageError(f"--scenarios: {name!r} is not a tree scenario {adapter.name!r} can run; known: "
-                                 f"{', '.join(TREE_SCENARIOS)}")  # fmt: skip
-        return wanted
-    from .runner import scenarios_for
-    from .scenarios import SCENARIOS
-
-    allowed = {s.name for s in scenarios_for(adapter)}
+    allowed, known = scenario_names(adapter)
     for name in wanted:
-        if name not in SCENARIOS:
-            raise UsageError(f"--scenarios: {name!r} is unknown; known: {', '.join(SCENARIOS)}")
+        if contract_of(adapter) == TREE and name not in allowed:
+            raise UsageError(f"--scenarios: {name!r} is not a tree scenario {adapter.name!r} can run; known: "
+                             f"{', '.join(known)}")  # fmt: skip
+        if name not in known:
+            raise UsageError(f"--scenarios: {name!r} is unknown; known: {', '.join(known)}")
         if name not in allowed:
             raise UsageError(f"--scenarios: {name!r} needs a capability {adapter.name!r} does not declare")
     return wanted

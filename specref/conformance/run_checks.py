@@ -45,7 +45,7 @@ def reproducibility(caller: Caller, seed: int, clock: Clock) -> CheckResult:
         outs = []
         for generator_seed in (derive_seed("repro", seed),) * 2 + (derive_seed("repro", seed) + 1,):
             where = record(log, caller.adapter, s, 512, seed, "repro", generator_seed)
-            outs.append(caller(batch, generator_seed, timeout=clock.timeout(), where=where)[0])
+            outs.append(caller(batch, generator_seed, where=where)[0])
     except AdapterFailure as failure:
         return checks.t0_result("reproducibility", 1, 0, failure_details(failure))
     first, again, other = outs
@@ -70,7 +70,7 @@ def coupling(caller: Caller, seed: int, clock: Clock) -> CheckResult:
         batch = s.inputs(256, seed, "coupling")
         uniforms = np.random.Generator(np.random.PCG64(derive_seed("uniforms", seed, name))).random((256, s.gamma + 1))
         try:
-            theirs = caller(batch, 0, timeout=clock.timeout(), uniforms=uniforms, dtype=torch.float64)[0]
+            theirs = caller(batch, 0, uniforms=uniforms, dtype=torch.float64)[0]
         except AdapterFailure as failure:
             return checks.t0_result("coupling", 1, rows, failure_details(failure))
         ours = reference(batch, 0, timeout=600.0, uniforms=uniforms)[0]

@@ -38,9 +38,12 @@ from collections.abc import Callable
 
 from . import laws
 from .adapters import as_adapter
-from .assemble import build_report, rule_diagnosis
+from .assemble import build_report
 from .calls import AdapterFailure, Caller
+from .contracts import PIPELINE, TREE, contract_of
+from .diagnosis import rule_diagnosis
 from .edge_probe import EdgeProbe, edge_probe
+from .hangs import HangLimits
 from .passes import Calls, Clock, Sizing, derive_seed, main_pass, probe_pass
 from .report import Report
 from .run_checks import run_checks
@@ -48,48 +51,66 @@ from .run_plan import make_plan, scenarios_for
 from .scenarios import Scenario
 from .shards import Shard, fixed_rows, shard_report
 
-#: A call that returns nothing for twice this long (or twice the rest of the budget, if longer) is declared a hang;
-#: the environment variable SPECREF_MIN_CALL_TIMEOUT overrides it (seconds).
+#: No call is declared hung before this many seconds (hangs.py: the floor of every hang limit); the environment
+#: variable SPECREF_MIN_CALL_TIMEOUT overrides it.
 MIN_CALL_TIMEOUT = float(os.environ.get("SPECREF_MIN_CALL_TIMEOUT", "30"))
+#: The budget of a run given neither rows nor a budget (seconds).
+DEFAULT_BUDGET = 300.0
 
 
 def run(
     verify,
     *,
     seed: int = 0,
-    budget_seconds: float = 300.0,
+    budget_seconds: float | None = None,
     alpha: float = 1e-3,
     name: str | None = None,
     scenarios: list[str | Scenario] | None = None,
     rows: int | dict[str, int] | None = None,
     progress: Callable[[str, float], None] | None = None,
     shard: tuple[int, int] | str | None = None,
+    started: float | None = None,
 ) -> Report:
-    """Check one implementation; `verify` is a verify function, an Adapter, or an object with `verify`.
+    """Check one implementation: a verify function, an Adapter, or an object with `verify`; a tree verifier (a
+    TreeAdapter, or an object declaring kind='tree': tree/runner.py); a whole pipeline (kind='pipeline').
 
     scenarios: names from SCENARIOS or Scenario objects (default: all the adapter's capabilities allow).
+    budget_seconds: the run's time budget; default DEFAULT_BUDGET (300 s), or none at all when `rows` is given.
     rows: a fixed number of rows per scenario (or a dict scenario name -> rows) instead of sizing by time
-    (reproducible N, as CI tests want); the time budget still bounds the run.
+    (reproducible N, as CI tests want). Every scenario gets its rows unless budget_seconds is also given; then the
+    budget bounds the run, and a scenario it cut short is named in the report (Report.cut_short).
+    started: the time.perf_counter() the budget counts from (default: now; the CLI gives its process's start).
     shard: (K, N) or "K/N": run only the K-th of N disjoint parts of the run (fixed rows needed) and return a
     ShardReport whose to_dict()["shard"] holds the counts; `shards.merge` sums N of them into the run's report.
     """
+    if budget_seconds is None and rows is None:
+        budget_seconds = DEFAULT_BUDGET
     _check_arguments(budget_seconds, alpha)
     part = None if shard is None else Shard.of(shard)
-    if getattr(verify, "kind", None) == "pipeline" and not hasattr(verify, "verify"):
+    contract = contract_of(verify)  # chain, tree or pipeline: decided here, once
+    if contract == TREE:
+        if part is not None:
+            raise ValueError(f"shard={shard!r}: tree runs cannot be sharded yet; run them unsharded")
+        from .tree.runner import run_tree
+
+        return run_tree(verify, seed=seed, budget_seconds=budget_seconds, alpha=alpha, name=name, scenarios=scenarios,
+                        rows=rows, progress=progress, started=started)  # fmt: skip
+    if contract == PIPELINE:
         if part is not None:
             raise ValueError(f"shard={shard!r}: whole pipelines cannot be sharded; run them unsharded")
         from .pipeline import run_pipeline
 
-        return run_pipeline(verify, seed=seed, budget_seconds=budget_seconds, alpha=alpha, progress=progress)
+        return run_pipeline(verify, seed=seed, budget_seconds=budget_seconds or DEFAULT_BUDGET, alpha=alpha,
+                            progress=progress)  # fmt: skip
     adapter = as_adapter(verify, name)
     laws.check_rule(adapter.rule)
     plan = make_plan(adapter, scenarios, alpha)  # plan: scenarios, checks, alpha split
     sizing = _size(plan, budget_seconds, rows, part)  # size: a fixed N, or shares of the budget; a shard's chunks
-    clock = Clock.start(budget_seconds, MIN_CALL_TIMEOUT)
+    clock = Clock.start(budget_seconds, started)
     tell = progress or _silent
     calls = Calls.start(plan.scenarios, seed, adapter.rule)
-    with Caller(adapter) as caller:
-        probe_pass(caller, plan.scenarios, calls, seed, clock, tell, sizing.owns)  # probe: one small call each
+    with Caller(adapter, limits=HangLimits(budget_seconds, MIN_CALL_TIMEOUT)) as caller:
+        probe_pass(caller, plan.scenarios, calls, seed, clock, tell, sizing.owns, sizing)  # one small call each
         if not calls.stopped:
             main_pass(caller, plan.scenarios, calls, seed, sizing, clock, tell)  # calls: the main pass
         run_results, run_not_run = run_checks(caller, seed, clock, calls.stopped) if sizing.owns(0) else ([], [])
@@ -100,6 +121,8 @@ def run(
                             budget_seconds=budget_seconds, alpha=alpha, wall_seconds=clock.elapsed)  # fmt: skip
     report = build_report(adapter, plan, calls, run_results, run_not_run, seed=seed,  # checks, verdict, report
                           budget_seconds=budget_seconds, alpha=alpha, wall_seconds=clock.elapsed)  # fmt: skip
+    for name, fixed in calls.cut.items():  # --rows with a budget that cut them short: named in every output
+        report.scenarios[name]["rows_planned"] = fixed
     tell("done", 1.0)
     return report
 
@@ -109,14 +132,14 @@ def forced_edge_probe(caller: Caller, calls: Calls, seed: int, clock: Clock) -> 
     if calls.stopped:
         return None
     try:
-        return edge_probe(caller, seed, clock.timeout)
+        return edge_probe(caller, seed, lambda: None)  # None: the hang limit of the call (hangs.py)
     except AdapterFailure as failure:  # a hang under a forced state: the run's calls stop here
         calls.stopped = f"the run stopped calling the adapter after a hang in the edge probe ({failure})"
         return None
 
 
-def _check_arguments(budget_seconds: float, alpha: float) -> None:
-    if not budget_seconds > 0:
+def _check_arguments(budget_seconds: float | None, alpha: float) -> None:
+    if budget_seconds is not None and not budget_seconds > 0:
         raise ValueError(f"budget_seconds={budget_seconds!r} must be > 0")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha={alpha!r} must lie in (0, 1)")

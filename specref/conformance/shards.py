@@ -262,9 +262,14 @@ def merge_records(records: list[tuple[str, dict]]) -> tuple[Report, str | None]:
     run_not_run = [CheckResult.from_dict(r) for r in shards[0]["run_not_run"]]
     wall = sum(record["wall_seconds"] for _, record in records)  # the shards' time, summed
     report = build_report(adapter, plan, merged, run_results, run_not_run, seed=first["seed"],
-                          budget_seconds=sum(r["budget_seconds"] for _, r in records), alpha=first["alpha"],
+                          budget_seconds=_total_budget(records), alpha=first["alpha"],
                           wall_seconds=lambda: wall)  # fmt: skip
     return report, first.get("spec")
+
+
+def _total_budget(records) -> float | None:
+    budgets = [r["budget_seconds"] for _, r in records]
+    return None if None in budgets else sum(budgets)
 
 
 def _adapter_of(record: dict) -> Adapter:

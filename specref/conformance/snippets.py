@@ -32,6 +32,13 @@ def snippet(record: dict, where: dict, details: dict) -> str | None:
     return _chain(record, where)
 
 
+def absolute_spec(spec: str) -> str:
+    """`file.py:attr` with the file's absolute path (other specs as they are): what a report records, so that its
+    snippets run from any folder."""
+    module, sep, attr = spec.rpartition(":")
+    return f"{os.path.abspath(module)}:{attr}" if sep and module.endswith(".py") else spec
+
+
 def _load(record: dict, builtins: str) -> str:
     """Code that binds `verify` to the implementation named by the record's spec (`builtins`: module:function)."""
     spec = record.get("spec") or record["impl"]
@@ -40,6 +47,7 @@ def _load(record: dict, builtins: str) -> str:
         return f"from {module} import {function}\nverify = {function}()[{spec!r}]().verify"
     module, attr = spec.rsplit(":", 1)
     if module.endswith(".py"):
+        module = os.path.abspath(module)  # the snippet runs from any folder (absolute_spec records it so)
         folder = os.path.dirname(module)  # its sibling modules importable, as under the CLI
         load = (f"import runpy, sys\nsys.path.insert(0, {folder!r})\n"
                 f"verify = runpy.run_path({module!r})[{attr.split('.')[0]!r}]"
@@ -70,7 +78,7 @@ def _chain(record: dict, where: dict) -> str:
     show = f"print(tokens[{row}], batch.draft_tokens[{row}])" if row is not None else "print(tokens[:8])"
     return "\n".join(
         [
-            "import numpy as np, torch",
+            "import numpy as np, torch" if states is not None else "import torch",
             "from specref.conformance.calls import call_inputs",
             "from specref.conformance.scenarios import get",
             _load(record, "specref.conformance:builtin_adapters"),

@@ -11,7 +11,7 @@ law of tau on [1, g + 1], whatever the verifier does) whose mean is at least d f
 alternative of mean mu1 = mu0 - d only if the mean stays above mu0 - h_down, a deviation of d - h_down above mu1.
 That probability is bounded with the alternative's reach hi - mu1 and its variance, which is at most
 (mu1 - lo)(hi - mu1) (a law on {lo, hi}), by Hoeffding's (1963) Theorem 3, of which Bennett's inequality is a
-relaxation (same assumptions, a sharper bound: on cf_near_equal_g4 it states 0.039 where Bennett's would 0.047).
+relaxation (same assumptions, a sharper bound: on the issue's cf_near_equal_g4 law it states 0.039, Bennett 0.047).
 The bound grows with the variance, so the law on {lo, hi} is the worst case. The detectable shift is the smallest
 d beyond which that bound stays <= beta on both sides. A side whose reach is shorter than the shift it
 would need (mu0 near an end of the range) is covered vacuously: no alternative lies that far out there.
@@ -80,8 +80,10 @@ def miss_bound(n: int, mu0: float, shift: float, half_width: float, lo: float, h
     side (half-width half_width) is not crossed: Hoeffding's Theorem 3 with the alternative's reach and its largest
     variance."""
     mu1 = mu0 + shift
-    if not lo <= mu1 <= hi:
+    slack = 1e-9 * (hi - lo)  # mu0 + (lo - mu0) need not round back to lo
+    if not lo - slack <= mu1 <= hi + slack:
         raise ValueError(f"shift={shift!r} takes the mean {mu1!r} outside [lo, hi] = [{lo!r}, {hi!r}]")
+    mu1 = min(max(mu1, lo), hi)
     gap = abs(shift) - half_width  # how far the mean must stay back towards mu0 for a miss
     if gap <= 0:
         return 1.0

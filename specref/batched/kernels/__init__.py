@@ -7,9 +7,12 @@ kernel reads the two rows once and writes only the [B, V / BLOCK] sums:
   * CPU: `block_sums.c`, compiled on first use with the system C compiler (`specref.batched.kernels.cpu`);
   * CUDA: a Triton kernel (`specref.batched.kernels.cuda`), where Triton is importable.
 
-`block_sums` returns None wherever no kernel applies (disabled, no compiler, no Triton, float64, inputs that are
-not contiguous) and the caller uses torch operations instead; `status(device)` says which path runs. On validated
-inputs only the order of summation inside a block differs between the paths, and the tests run all of them.
+On CPU, `draw` also does the draw's second level in the same call (the chosen block's weights, from cache), and
+`tree_walk` and `block_verify` run the whole tree walk and block verification (`tree_walk.c`, every input dtype;
+float64 with the reference's IEEE operations). Each returns None wherever no kernel applies (disabled, no compiler,
+no Triton, inputs that are not contiguous) and the caller uses torch operations instead; `status(device)` says
+which path runs. On validated inputs the paths differ only in the order of fp32 summation (float64: not at all),
+and the tests run all of them.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import os
 
 import torch
 
-__all__ = ["block_sums", "flat_rows", "status", "ENABLED", "DTYPES"]
+__all__ = ["block_sums", "draw", "tree_walk", "block_verify", "flat_rows", "status", "ENABLED", "DTYPES"]
 
 #: Set to False (or SPECREF_KERNELS=0 in the environment) to use torch operations everywhere.
 ENABLED = os.environ.get("SPECREF_KERNELS", "1") != "0"
@@ -46,6 +49,58 @@ def block_sums(
     flat_target_row, flat_draft_row = flat_rows(target_probs, target_row, draft_row)
     removed = removed.to(target_probs.device, torch.int64).contiguous()  # the kernels read it with stride 1
     return backend.block_sums(target_probs, draft_probs, flat_target_row, flat_draft_row, removed, block)
+
+
+def draw(target_probs, draft_probs, target_row, draft_row, removed, block: int, u: torch.Tensor):
+    """(block sums, token [B], ok [B]) of the whole two-level draw in one kernel call where one does it (the C
+    kernel: CPU), else None. Arguments as `block_sums`, and u [B] the uniforms."""
+    inputs = [target_probs] + ([] if draft_probs is None else [draft_probs])
+    if not ENABLED or target_probs.dtype not in DTYPES or any(not t.is_contiguous() for t in inputs):
+        return None
+    if (draft_probs is not None and draft_probs.dtype != target_probs.dtype) or target_probs.device.type != "cpu":
+        return None
+    from . import cpu
+
+    flat_target_row, flat_draft_row = flat_rows(target_probs, target_row, draft_row)
+    removed = removed.to(torch.int64).contiguous()
+    return cpu.draw(target_probs, draft_probs, flat_target_row, flat_draft_row, removed, block, u)
+
+
+def tree_walk(target_probs, draft_probs, draft_tokens, parents, uniforms, rule: str):
+    """(tokens [B, D+1], nodes [B, D], rows_read [B]) of the whole walk of `specref.batched.tree` in one call where
+    the C kernel takes the inputs (CPU, contiguous, one dtype), else None. rows_read: the full V-rows each batch row
+    read from its inputs."""
+    from . import cpu
+
+    inputs = [target_probs] + ([] if draft_probs is None else [draft_probs])
+    if not ENABLED or target_probs.device.type != "cpu" or target_probs.dtype not in cpu.WALK_DTYPES:
+        return None
+    if any(not t.is_contiguous() for t in inputs) or (
+        draft_probs is not None and draft_probs.dtype != target_probs.dtype
+    ):
+        return None
+    compute = torch.float64 if target_probs.dtype == torch.float64 else torch.float32
+    uniforms = uniforms.to(compute).to(torch.float64).contiguous()
+    return cpu.tree_walk(target_probs, draft_probs, draft_tokens.long().contiguous(), parents.long().contiguous(),
+                         uniforms, rule)  # fmt: skip
+
+
+def block_verify(target_probs, draft_probs, draft_tokens, num_draft, uniforms):
+    """(tokens [B, g+1], rows_read [B]) of `specref.batched.block.verify_block` in one call where the C kernel takes
+    the inputs (as `tree_walk`), else None. draft_tokens must be 0 past num_draft."""
+    from . import cpu
+
+    inputs = [target_probs] + ([] if draft_probs is None else [draft_probs])
+    if not ENABLED or target_probs.device.type != "cpu" or target_probs.dtype not in cpu.WALK_DTYPES:
+        return None
+    if any(not t.is_contiguous() for t in inputs) or (
+        draft_probs is not None and draft_probs.dtype != target_probs.dtype
+    ):
+        return None
+    compute = torch.float64 if target_probs.dtype == torch.float64 else torch.float32
+    uniforms = uniforms.to(compute).to(torch.float64).contiguous()
+    return cpu.block_verify(target_probs, draft_probs, draft_tokens.long().contiguous(), num_draft.long().contiguous(),
+                            uniforms)  # fmt: skip
 
 
 def flat_rows(target_probs, target_row, draft_row) -> tuple[torch.Tensor, torch.Tensor]:

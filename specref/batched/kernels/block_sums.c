@@ -13,34 +13,11 @@
 #include <stdint.h>
 #include <string.h>
 
+
 enum { F32 = 0, BF16 = 1, F16 = 2 };
 enum { MAX_THREADS = 64, LANES = 8 };
 
-static inline float from_bf16(uint16_t h) {
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-/* Branch-free (selects by masks), so that the loops vectorise: normal numbers by re-biasing the exponent,
- * subnormals as m * 2^-24, then the sign. Exact for every bit pattern (tested against torch). */
-static inline float from_f16(uint16_t h) {
-    uint32_t exponent = h & 0x7c00u, mantissa = h & 0x3ffu;
-    uint32_t special = 0u - (uint32_t)(exponent == 0x7c00u), normal = 0u - (uint32_t)(exponent != 0u);
-    uint32_t finite = ((uint32_t)(h & 0x7fffu) + (112u << 10)) << 13;
-    uint32_t big = (finite & ~special) | ((0x7f800000u | (mantissa << 13)) & special), small;
-    float f = (float)(int32_t)mantissa * 5.9604644775390625e-8f;
-    memcpy(&small, &f, sizeof small);
-    uint32_t bits = (big & normal) | (small & ~normal) | ((uint32_t)(h & 0x8000u) << 16);
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-#define LOAD_F32(row, j) (((const float *)(row))[j])
-#define LOAD_BF16(row, j) from_bf16(((const uint16_t *)(row))[j])
-#define LOAD_F16(row, j) from_f16(((const uint16_t *)(row))[j])
-static inline float clamped(float w) { return w > 0.0f ? w : 0.0f; } /* also NaN -> 0 */
+#include "loads.h"
 
 /* One row: the block sums of w over [0, vocab), skipping index `removed`. */
 #define DEFINE_ROW(NAME, LOAD)                                                                                       \
@@ -78,12 +55,45 @@ DEFINE_ROW(row_f32, LOAD_F32)
 DEFINE_ROW(row_bf16, LOAD_BF16)
 DEFINE_ROW(row_f16, LOAD_F16)
 
+/* One row's draw inside its chosen block: the weights recomputed from the inputs, widened to double, summed left
+ * to right after `before` (torch's `before + cumsum(local.double())`); the first partial sum above `threshold`
+ * (searchsorted, right=True, clamped to the block's last entry). ok: that sum is above and its weight positive. */
+#define DEFINE_PICK(NAME, LOAD)                                                                                      \
+    static int64_t NAME(const void *p, const void *q, int64_t removed, int64_t vocab, int64_t start, int64_t block,  \
+                        double before, double threshold, int *ok) {                                                  \
+        double sum = 0.0, partial = before, local = 0.0;                                                             \
+        int64_t j = 0;                                                                                               \
+        for (; j < block; j++) {                                                                                     \
+            int64_t column = start + j;                                                                              \
+            local = 0.0;                                                                                             \
+            if (column < vocab && column != removed) {                                                               \
+                float w = q ? LOAD(p, column) - LOAD(q, column) : LOAD(p, column);                                   \
+                local = (double)clamped(w);                                                                          \
+            }                                                                                                        \
+            sum += local;                                                                                            \
+            partial = before + sum;                                                                                  \
+            if (partial > threshold) break;                                                                          \
+        }                                                                                                            \
+        if (j == block) j = block - 1;                                                                               \
+        *ok = partial > threshold && local > 0.0;                                                                    \
+        return start + j;                                                                                            \
+    }
+
+DEFINE_PICK(pick_f32, LOAD_F32)
+DEFINE_PICK(pick_bf16, LOAD_BF16)
+DEFINE_PICK(pick_f16, LOAD_F16)
+
 typedef struct {
     const char *target, *draft;
     const int64_t *target_row, *draft_row, *removed;
     int64_t vocab, block, num_blocks, item_size, begin, end;
     void (*row)(const void *, const void *, int64_t, int64_t, int64_t, double *);
     double *out;
+    /* the draw (NULL u: block sums only) */
+    const double *u;
+    int64_t (*pick)(const void *, const void *, int64_t, int64_t, int64_t, int64_t, double, double, int *);
+    int64_t *token;
+    uint8_t *ok;
 } Job;
 
 static void *run(void *arg) {
@@ -93,21 +103,35 @@ static void *run(void *arg) {
         const char *p = job->target + job->target_row[b] * row_bytes;
         const char *q = job->draft && job->draft_row[b] >= 0 ? job->draft + job->draft_row[b] * row_bytes : NULL;
         int64_t removed = job->removed ? job->removed[b] : -1;
-        job->row(p, q, removed, job->vocab, job->block, job->out + b * job->num_blocks);
+        double *sums = job->out + b * job->num_blocks;
+        job->row(p, q, removed, job->vocab, job->block, sums);
+        if (!job->u) continue;
+        /* The block: float64 partial sums of the block sums (torch's sequential cumsum), the first above u * total
+         * (searchsorted, right=True, clamped to the last block); `before` is the partial sum ahead of it. */
+        double total = 0.0, before = 0.0, cumulative = 0.0;
+        for (int64_t m = 0; m < job->num_blocks; m++) total += sums[m];
+        double threshold = job->u[b] * total;
+        int64_t m = 0;
+        for (; m < job->num_blocks - 1; m++, before = cumulative)  /* the same additions again */
+            if ((cumulative = before + sums[m]) > threshold) break;
+        int ok;
+        job->token[b] = job->pick(p, q, removed, job->vocab, m * job->block, job->block, before, threshold, &ok);
+        job->ok[b] = (uint8_t)ok;
     }
     return NULL;
 }
 
-/* Returns 0, or -1 for an unknown dtype. `draft` and `removed` may be NULL; out is [batch, ceil(vocab / block)]. */
-int specref_block_sums(const void *target, const void *draft, int dtype, const int64_t *target_row,
-                       const int64_t *draft_row, const int64_t *removed, int64_t batch, int64_t vocab, int64_t block,
-                       double *out, int num_threads) {
+/* Returns 0, or -1 for an unknown dtype. `draft` and `removed` may be NULL; out is [batch, ceil(vocab / block)].
+ * With u (float64 [batch]) it also draws: token [batch] and ok [batch] as `specref.batched.draw` documents. */
+int specref_draw(const void *target, const void *draft, int dtype, const int64_t *target_row,
+                 const int64_t *draft_row, const int64_t *removed, int64_t batch, int64_t vocab, int64_t block,
+                 double *out, int num_threads, const double *u, int64_t *token, uint8_t *ok) {
     Job job = {target, draft, target_row, draft_row, removed, vocab, block, (vocab + block - 1) / block, 0, 0, batch,
-               NULL, out};
+               NULL, out, u, NULL, token, ok};
     switch (dtype) {
-        case F32: job.row = row_f32, job.item_size = 4; break;
-        case BF16: job.row = row_bf16, job.item_size = 2; break;
-        case F16: job.row = row_f16, job.item_size = 2; break;
+        case F32: job.row = row_f32, job.pick = pick_f32, job.item_size = 4; break;
+        case BF16: job.row = row_bf16, job.pick = pick_bf16, job.item_size = 2; break;
+        case F16: job.row = row_f16, job.pick = pick_f16, job.item_size = 2; break;
         default: return -1;
     }
     int threads = num_threads < MAX_THREADS ? num_threads : MAX_THREADS;
@@ -133,4 +157,11 @@ int specref_block_sums(const void *target, const void *draft, int dtype, const i
             run(&jobs[t]); /* no thread to be had: do its rows here */
     }
     return 0;
+}
+
+int specref_block_sums(const void *target, const void *draft, int dtype, const int64_t *target_row,
+                       const int64_t *draft_row, const int64_t *removed, int64_t batch, int64_t vocab, int64_t block,
+                       double *out, int num_threads) {
+    return specref_draw(target, draft, dtype, target_row, draft_row, removed, batch, vocab, block, out, num_threads,
+                        NULL, NULL, NULL);
 }

@@ -27,6 +27,12 @@ from pathlib import Path
 import torch
 
 SOURCE = Path(__file__).with_name("block_sums.c")
+#: Every file of the library: the sources compiled, and the headers they include.
+SOURCES = (SOURCE, SOURCE.with_name("tree_walk.c"))
+HEADERS = (SOURCE.with_name("loads.h"), SOURCE.with_name("tree_walk_impl.h"))
+#: Input dtypes of the tree walk (`tree_walk`): float64 runs the reference's IEEE operations.
+WALK_DTYPES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2, torch.float64: 3}
+WALK_RULES = {"mss": 0, "rsd": 1, "target_only": 2, "sample_match": 3}
 FLAGS = ("-O3", "-std=c11", "-shared", "-fPIC", "-pthread")
 DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
 #: Below this many entries per input a call runs on one thread: starting threads would cost more than the sums.
@@ -47,6 +53,23 @@ def block_sums(
 ) -> torch.Tensor | None:
     """[B, ceil(V / block)] float64 block sums, or None without a compiled kernel. Inputs as `specref.batched.kernels`;
     `threads` defaults to torch's thread count (one thread for small inputs)."""
+    result = draw(target_probs, draft_probs, flat_target_row, flat_draft_row, removed, block, None, threads)
+    return None if result is None else result[0]
+
+
+def draw(
+    target_probs: torch.Tensor,  # [B, g+1, V]
+    draft_probs: torch.Tensor | None,  # [B, g, V]
+    flat_target_row: torch.Tensor,  # [B] int64
+    flat_draft_row: torch.Tensor,  # [B] int64; -1: none
+    removed: torch.Tensor,  # [B] int64; -1: none
+    block: int,
+    u: torch.Tensor | None,  # [B] float64 uniforms; None: the block sums alone
+    threads: int | None = None,
+):
+    """(block sums [B, ceil(V / block)] float64, token [B] int64, ok [B] bool) in one call: the two-level inverse CDF
+    of `specref.batched.draw` (token and ok None without u), or None without a compiled kernel. Each input row is
+    read once from memory; the chosen block is read again, from cache."""
     function = _load()
     if function is None:
         return None
@@ -54,15 +77,78 @@ def block_sums(
     if threads is None:
         threads = torch.get_num_threads() if batch * vocab_size >= PARALLEL_MIN_ELEMENTS else 1
     out = torch.empty(batch, -(-vocab_size // block), dtype=torch.float64)
+    token = ok = None
+    if u is not None:
+        u = u.to(torch.float64).contiguous()
+        token, ok = torch.empty(batch, dtype=torch.int64), torch.empty(batch, dtype=torch.bool)
     error = function(
         target_probs.data_ptr(), None if draft_probs is None else draft_probs.data_ptr(),
         DTYPE_CODES[target_probs.dtype],
         flat_target_row.data_ptr(), flat_draft_row.data_ptr(), removed.data_ptr(),
         batch, vocab_size, block, out.data_ptr(), threads,
+        *((None, None, None) if u is None else (u.data_ptr(), token.data_ptr(), ok.data_ptr())),
     )  # fmt: skip
     if error:
-        raise RuntimeError(f"specref_block_sums returned {error} for dtype {target_probs.dtype}")
-    return out
+        raise RuntimeError(f"specref_draw returned {error} for dtype {target_probs.dtype}")
+    return out, token, ok
+
+
+def tree_walk(
+    target_probs: torch.Tensor,  # [B, N+1, V] contiguous, a dtype of WALK_DTYPES
+    draft_probs: torch.Tensor | None,  # [B, N, V] contiguous, the same dtype; None: point masses
+    draft_tokens: torch.Tensor,  # [B, N] int64, contiguous
+    parents: torch.Tensor,  # [B, N] int64, contiguous
+    uniforms: torch.Tensor,  # [B, N+1] float64 holding the compute dtype's values
+    rule: str,
+    threads: int | None = None,
+):
+    """(tokens [B, D+1], nodes [B, D], rows_read [B]) of `tree_walk.c`, or None without a compiled kernel."""
+    if _load() is None:
+        return None
+    batch, num_nodes = draft_tokens.shape
+    vocab_size = target_probs.shape[2]
+    if threads is None:
+        threads = torch.get_num_threads() if batch * vocab_size >= PARALLEL_MIN_ELEMENTS else 1
+    tokens = torch.full((batch, num_nodes + 1), -1, dtype=torch.int64)
+    nodes = torch.full((batch, num_nodes), -1, dtype=torch.int64)
+    rows_read, max_depth = torch.zeros(batch, dtype=torch.int64), torch.zeros(batch, dtype=torch.int64)
+    error = _loaded["walk"](
+        target_probs.data_ptr(), None if draft_probs is None else draft_probs.data_ptr(),
+        WALK_DTYPES[target_probs.dtype], WALK_RULES[rule],
+        draft_tokens.data_ptr(), parents.data_ptr(), uniforms.data_ptr(), batch, num_nodes, vocab_size,
+        tokens.data_ptr(), nodes.data_ptr(), rows_read.data_ptr(), max_depth.data_ptr(), threads,
+    )  # fmt: skip
+    if error:
+        raise RuntimeError(f"specref_tree_walk returned {error} for dtype {target_probs.dtype}, rule {rule!r}")
+    depth = int(max_depth.max()) if batch else 0
+    return tokens[:, : depth + 1], nodes[:, :depth], rows_read
+
+
+def block_verify(
+    target_probs: torch.Tensor,  # [B, g+1, V] contiguous, a dtype of WALK_DTYPES
+    draft_probs: torch.Tensor | None,  # [B, g, V] contiguous, the same dtype; None: point masses
+    draft_tokens: torch.Tensor,  # [B, g] int64, contiguous, 0 past num_draft
+    num_draft: torch.Tensor,  # [B] int64
+    uniforms: torch.Tensor,  # [B, g+1] float64 holding the compute dtype's values
+    threads: int | None = None,
+):
+    """(tokens [B, g+1], rows_read [B]) of block verification (`tree_walk_impl.h`), or None without the kernel."""
+    if _load() is None:
+        return None
+    batch, gamma = draft_tokens.shape
+    vocab_size = target_probs.shape[2]
+    if threads is None:
+        threads = torch.get_num_threads() if batch * vocab_size >= PARALLEL_MIN_ELEMENTS else 1
+    tokens = torch.full((batch, gamma + 1), -1, dtype=torch.int64)
+    rows_read = torch.zeros(batch, dtype=torch.int64)
+    error = _loaded["block"](
+        target_probs.data_ptr(), None if draft_probs is None else draft_probs.data_ptr(),
+        WALK_DTYPES[target_probs.dtype], draft_tokens.data_ptr(), num_draft.data_ptr(), uniforms.data_ptr(),
+        batch, gamma, vocab_size, tokens.data_ptr(), rows_read.data_ptr(), threads,
+    )  # fmt: skip
+    if error:
+        raise RuntimeError(f"specref_block_verify returned {error} for dtype {target_probs.dtype}")
+    return tokens, rows_read
 
 
 def status(device: torch.device | None = None) -> str:
@@ -77,22 +163,31 @@ def _load():
         if not _loaded:
             try:
                 path = _compile()
-                function = ctypes.CDLL(str(path)).specref_block_sums
+                library = ctypes.CDLL(str(path))
+                function = library.specref_draw
             except (OSError, RuntimeError, subprocess.SubprocessError) as error:
                 _loaded.update(function=None, error=str(error))
             else:
                 function.restype = ctypes.c_int
                 function.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int] + [ctypes.c_void_p] * 3
-                function.argtypes += [ctypes.c_int64] * 3 + [ctypes.c_void_p, ctypes.c_int]
-                _loaded.update(function=function, path=path)
+                function.argtypes += [ctypes.c_int64] * 3 + [ctypes.c_void_p, ctypes.c_int] + [ctypes.c_void_p] * 3
+                walk = library.specref_tree_walk
+                walk.restype = ctypes.c_int
+                walk.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int] * 2 + [ctypes.c_void_p] * 3
+                walk.argtypes += [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 4 + [ctypes.c_int]
+                block = library.specref_block_verify
+                block.restype = ctypes.c_int
+                block.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int] + [ctypes.c_void_p] * 3
+                block.argtypes += [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 2 + [ctypes.c_int]
+                _loaded.update(function=function, walk=walk, block=block, path=path)
         return _loaded["function"]
 
 
 def _compile() -> Path:
     """The shared library for this source, compiler and machine, built once into the cache (atomically)."""
     compiler = _compiler()
-    source = SOURCE.read_text()
-    key = hashlib.sha256("\0".join([source, *compiler, *FLAGS, platform.machine()]).encode()).hexdigest()[:16]
+    texts = [path.read_text() for path in (*SOURCES, *HEADERS)]
+    key = hashlib.sha256("\0".join([*texts, *compiler, *FLAGS, platform.machine()]).encode()).hexdigest()[:16]
     directory = _cache_dir()
     if directory is None:  # no cache to be had: a private directory of this process, built anew
         directory = Path(tempfile.mkdtemp(prefix="specref-kernels-"))
@@ -101,7 +196,7 @@ def _compile() -> Path:
         return path
     with tempfile.TemporaryDirectory(dir=directory) as scratch:
         built = Path(scratch) / path.name
-        command = [*compiler, *FLAGS, "-o", str(built), str(SOURCE)]
+        command = [*compiler, *FLAGS, "-o", str(built), *map(str, SOURCES)]
         result = subprocess.run(command, capture_output=True, text=True, timeout=120)
         if result.returncode != 0:
             raise RuntimeError(f"{shlex.join(command)} failed: {result.stderr.strip()[-500:]}")

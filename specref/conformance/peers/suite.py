@@ -90,10 +90,44 @@ FINDINGS = {
 }
 
 
+#: The u = 0 edge (a float32 uniform of exactly 0 meeting a non-strict test or a left-side inverse CDF), per engine:
+#: what its code and RNG allow, read in its source, as (the verdicts it goes with, the note); added to the row's notes
+#: when the row has one of those verdicts (the forced edge probe, specref.conformance.edge_probe, shows the edge where
+#: the engine draws from the harness's generator).
+_RAN = ("conforming", "non-conforming", "non-conforming: rare edge")
+_VLLM_EDGE = (
+    "u = 0 edge: not reachable. rejection_sample draws float64 uniforms on purpose (its comment cites pytorch#16706: "
+    "float32 rand returns 0) and accepts when draft_prob > 0 and target_prob / draft_prob >= uniform_prob; a float64 "
+    "uniform is 0 with probability 2^-53. The forced probe cannot reach vLLM's uniforms: the adapter seeds vLLM's "
+    "per-request generators from the harness's generator, so the forced zeros land in those seeds."
+)
+_SGLANG_EDGE = (
+    "Latent rare edge found by reading (CUDA, not run here): the kernel (sgl-kernel "
+    "csrc/speculative/speculative_sampling.cuh) accepts a child when `coin <= prob_acc / threshold_acc`, with float32 "
+    "coins from torch.rand on CUDA (exactly 0 with probability 2^-25) and prob_acc the running sum of the children's "
+    "target probabilities: a first child of target probability 0 is accepted when the coin is 0. `.ci/gpu-check` "
+    "shows it in one call through injected uniforms where sgl_kernel imports."
+)
+EDGE_NOTES = {
+    "transformers": (("non-conforming: rare edge",), (
+        "Rare edge (forced edge probe, one call): `is_accepted = r_i <= probability_ratio` on `r_i = "
+        "torch.rand_like(...)` (float32, transformers/generation/utils.py _speculative_sampling) accepts a draft of "
+        "target probability 0 when r_i is exactly 0, 2^-24 per accept test on CPU; the output law is otherwise exact. "
+        "Its RNG is torch's global one, which the adapter sets from the harness's generator by copying its state.")),
+    "vllm": (_RAN, _VLLM_EDGE),
+    "vllm-rejection-sample": (_RAN, _VLLM_EDGE),
+    "sglang": (("did not run",), _SGLANG_EDGE),
+    "sglang-tree": (("did not run",), _SGLANG_EDGE),
+}  # fmt: skip
+
+
 def with_findings(row: Row) -> Row:
     verdict, text = FINDINGS.get((row.engine, row.package), (None, ""))
     if row.verdict == verdict and text not in row.why:
         row.why = f"{row.why} {text}".strip()
+    verdicts, edge = EDGE_NOTES.get(row.engine, ((), ""))
+    if row.verdict in verdicts and edge not in row.why:
+        row.why = f"{row.why} {edge}".strip()
     return row
 
 
@@ -115,11 +149,10 @@ def run_engine(name: str, factory, *, package: str, code_path: str, device: str,
     """Run one engine through the harness and write reports/peers/<name>/."""
     from .. import run
     from ..render import write_report
-    from ..tree import is_tree, run_tree
 
     try:
         adapter = factory()
-        report = (run_tree if is_tree(adapter) else run)(adapter, seed=seed, budget_seconds=budget_seconds)
+        report = run(adapter, seed=seed, budget_seconds=budget_seconds)  # chain or tree: run() decides
         paths = write_report(report, out / "peers" / name, spec=name, plots=False)
     except Exception as error:  # noqa: BLE001 -- the row records it; the other engines still run
         detail = "".join(traceback.format_exception_only(type(error), error)).strip()
@@ -161,14 +194,15 @@ def engine_rows(out: Path, *, seed: int, budget_seconds: float, only: set[str] |
             _say(f"[peers] {b.name}: running (budget {budget_seconds:g} s)")
             rows.append(run_engine(b.name, b.load, package=package, code_path=code_path, device=device, rule=b.rule,
                                    out=out, seed=seed, budget_seconds=budget_seconds, why=why))  # fmt: skip
-        elif absent := b.missing():
+        elif b.cuda_only and not cuda:
+            rows.append(not_run(b.name, package, code_path, b.rule, f"CUDA only (no CUDA here): {facts.no_cpu} "
+                                f"`.ci/gpu-check` runs it where `{b.pip}` imports."))  # fmt: skip
+        else:
+            absent = b.missing()
             modules = ", ".join(r.module for r in absent)
             install = " && ".join(dict.fromkeys(r.install for r in absent))
             why = f"{modules} does not import here; install: {install}"
             rows.append(not_run(b.name, package, code_path, b.rule, why))
-        else:  # CUDA only, no CUDA here
-            rows.append(not_run(b.name, package, code_path, b.rule, f"CUDA only (no CUDA here): {facts.no_cpu} "
-                                f"`.ci/gpu-check` runs it where `{b.pip}` imports."))  # fmt: skip
     vllm_package = _package(BY_NAME["vllm"].engine.distributions)
     for name, package, code_path, rule, why in _no_adapter(vllm_package):
         if only is None or name in only:

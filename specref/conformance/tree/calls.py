@@ -67,9 +67,9 @@ def _pack(tokens, nodes, batch: int, n: int) -> torch.Tensor:
 class TreeCaller:
     """Caller for one tree adapter: (tokens [B, N+1], nodes [B, N] or None, (target, draft) as seen, seconds)."""
 
-    def __init__(self, tree: TreeAdapter):
+    def __init__(self, tree: TreeAdapter, limits=None):
         self.adapter = tree
-        self.caller = Caller(packed_adapter(tree))
+        self.caller = Caller(packed_adapter(tree), limits=limits)
 
     def __enter__(self) -> TreeCaller:
         return self
@@ -77,8 +77,9 @@ class TreeCaller:
     def __exit__(self, *exc) -> None:
         self.caller.close()
 
-    def __call__(self, batch: TreeBatch, generator_seed: int, *, timeout: float, where: dict | None = None,
-                 uniforms: np.ndarray | None = None, dtype: torch.dtype | None = None):  # fmt: skip
+    def __call__(self, batch: TreeBatch, generator_seed: int, *, timeout: float | None = None,
+                 where: dict | None = None, uniforms: np.ndarray | None = None,
+                 dtype: torch.dtype | None = None):  # fmt: skip
         n = batch.draft_tokens.shape[1]
         out, seen, seconds = self.caller(packed_batch(batch), generator_seed, timeout=timeout, where=where,
                                          uniforms=uniforms, dtype=dtype)  # fmt: skip

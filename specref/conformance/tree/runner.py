@@ -15,6 +15,7 @@ Time: one small call per scenario, then each scenario gets an equal share of the
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
@@ -24,7 +25,9 @@ import torch
 from ...stats import CheckResult, ErrorBudget
 from ..calls import AdapterFailure
 from ..checks import not_tested, t0_result
-from ..passes import call_timeout
+from ..diagnosis import tree_rule_diagnosis
+from ..hangs import HangLimits
+from ..passes import MIN_ROWS
 from ..report import Report
 from ..runner import MIN_CALL_TIMEOUT, derive_seed
 from .adapters import TreeAdapter, as_tree_adapter
@@ -34,7 +37,6 @@ from .picture import series_for
 from .scenarios import SCENARIOS, TreeScenario, get
 
 MAX_ROWS = 200_000
-MIN_ROWS = 256
 
 
 def scenarios_for_tree(adapter: TreeAdapter) -> list[TreeScenario]:
@@ -46,15 +48,18 @@ def run_tree(
     verify,
     *,
     seed: int = 0,
-    budget_seconds: float = 300.0,
+    budget_seconds: float | None = None,
     alpha: float = 1e-3,
     name: str | None = None,
     scenarios: list[str | TreeScenario] | None = None,
     rows: int | None = None,
     progress: Callable[[str, float], None] | None = None,
+    started: float | None = None,
 ) -> Report:
     """Check one tree verifier (a verify_tree function, a TreeAdapter, or an object with verify)."""
-    if not budget_seconds > 0:
+    if budget_seconds is None and rows is None:
+        budget_seconds = 300.0
+    if budget_seconds is not None and not budget_seconds > 0:
         raise ValueError(f"budget_seconds={budget_seconds!r} must be > 0")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha={alpha!r} must lie in (0, 1)")
@@ -64,8 +69,8 @@ def run_tree(
     else:
         plan = [(s if isinstance(s, TreeScenario) else get(s)).given(adapter.dtype) for s in scenarios]
     tell = progress or (lambda message, fraction: None)
-    started = time.perf_counter()
-    deadline = started + budget_seconds
+    started = time.perf_counter() if started is None else started  # the CLI gives its process's start
+    deadline = started + (math.inf if budget_seconds is None else budget_seconds)
     report = Report(adapter, seed=seed, budget_seconds=budget_seconds, alpha=alpha)
     tallies = {s.name: TreeTally(s, adapter.scheme, adapter.rule, adapter.nodes) for s in plan}
     planned = {s.name: tallies[s.name].planned() for s in plan}  # exact laws only: fixed before any data
@@ -73,9 +78,9 @@ def run_tree(
     alphas = ErrorBudget(alpha).split(names) if names else {}
     failures: dict[str, AdapterFailure] = {}
     stopped = None
-    with TreeCaller(adapter) as caller:
+    with TreeCaller(adapter, HangLimits(budget_seconds, MIN_CALL_TIMEOUT)) as caller:
         for i, s in enumerate(plan):
-            share = (deadline - 0.1 * budget_seconds - time.perf_counter()) / (len(plan) - i)
+            share = (deadline - 0.1 * (budget_seconds or 0) - time.perf_counter()) / (len(plan) - i)
             try:
                 _scenario(caller, s, tallies[s.name], seed, rows, time.perf_counter() + share, deadline)
             except AdapterFailure as failure:
@@ -120,6 +125,8 @@ def run_tree(
         report.add_t2(s.name, results)
     report.add_t0("run", run_checks + extra)
     report.finish(ErrorBudget(alpha), time.perf_counter() - started, family_size=len(alphas))
+    if report.law_kept:
+        report.rule_diagnosis = tree_rule_diagnosis(tallies, adapter.rule, adapter.scheme, alpha)
     tell("done", 1.0)
     return report
 
@@ -141,8 +148,7 @@ def _feed(caller, s, tally, size, chunk, seed, deadline, start_states=None):
     generator_seed = derive_seed("tree-generator", seed, s.name, chunk)
     where = {"scenario": s.name, "seed": seed, "chunk": chunk, "rows": size, "scheme": tally.scheme,
              "generator_seed": generator_seed}  # fmt: skip
-    timeout = call_timeout(deadline, MIN_CALL_TIMEOUT)
-    tokens, nodes, seen, seconds = caller(batch, generator_seed, timeout=timeout, where=where)
+    tokens, nodes, seen, seconds = caller(batch, generator_seed, where=where)
     tally.seconds += seconds
     return batch, tokens, nodes, seen, tally.add(batch, tokens, nodes, seen, where)
 
@@ -177,9 +183,8 @@ def _joint(caller, s, tally, seed, cap, slice_end, deadline) -> np.ndarray:
 def _reproducibility(caller, s: TreeScenario, seed: int, deadline: float) -> CheckResult:
     """Same generator seed twice: identical tokens; another seed: different tokens (512 rows)."""
     batch = s.inputs(512, seed, "repro", caller.adapter.scheme)
-    timeout = call_timeout(deadline, MIN_CALL_TIMEOUT)
     try:
-        outs = [caller(batch, g, timeout=timeout)[0] for g in (derive_seed("tree-repro", seed),) * 2
+        outs = [caller(batch, g)[0] for g in (derive_seed("tree-repro", seed),) * 2
                 + (derive_seed("tree-repro", seed) + 1,)]  # fmt: skip
     except AdapterFailure as failure:
         return t0_result("reproducibility", 1, 0, {"error": str(failure)})
@@ -210,9 +215,8 @@ def _coupling(caller, seed: int, deadline: float) -> CheckResult:
         n = s.num_nodes
         uniforms = np.random.Generator(np.random.PCG64(derive_seed("tree-uniforms", seed, name))).random(
             (COUPLING_ROWS, n + 1))  # fmt: skip
-        timeout = call_timeout(deadline, MIN_CALL_TIMEOUT)
         try:
-            theirs = caller(batch, 0, timeout=timeout, uniforms=uniforms, dtype=torch.float64)[0]
+            theirs = caller(batch, 0, uniforms=uniforms, dtype=torch.float64)[0]
         except AdapterFailure as failure:
             return t0_result("coupling", 1, rows, {"error": str(failure)})
         for b in range(COUPLING_ROWS):

@@ -227,12 +227,19 @@ def _sparse_row(rng, v) -> np.ndarray:
     return _normalise(w)
 
 
+def _chain_cf(name, rng) -> TreeScenario:
+    # q mostly p, as a good drafter's law is: every rule accepts often enough that all three depths are
+    # reached (with independent dense rows, target_only accepts ~0.11 per depth and depth 3 has no power)
+    p = _dense(rng, 6)
+    q = _normalise(0.75 * p + 0.25 * _dense(rng, 6))
+    return _context_free(name, "context-free chain of 3 drafts, V=6, q = 3/4 p + 1/4 noise", p, q, [chain_shape(3)])
+
+
 #: The catalogue: name -> builder(name, rng). Each scenario draws from its own stream, derived from its name
 #: (scenario_rng), so adding, removing or reordering an entry changes no other scenario. Features are declared:
 #: the shapes (several: ragged trees), context_free, and joint (the joint-law loop), never read from the name.
 CATALOGUE = {
-    "tree_chain_cf": lambda name, rng: _context_free(name, "context-free chain of 3 drafts, V=6", _dense(rng, 6),
-                                                     _dense(rng, 6), [chain_shape(3)]),
+    "tree_chain_cf": _chain_cf,
     "tree_star_cf": lambda name, rng: _context_free(name, "context-free star: 4 children of the root, V=6",
                                                     _dense(rng, 6), _dense(rng, 6), [STAR]),
     "tree_duplicates_cf": lambda name, rng: _context_free(name, "peaked q, V=4: i.i.d. children repeat often (depth "
