@@ -30,7 +30,9 @@ CI_MARKERS = f"({' or '.join(TIERS)}) and not (gpu and slow)"
 
 
 # --system-site-packages: packages the machine already has at the pinned versions (torch, triton, transformers) are
-# not installed again (pip checks every pin; a machine without them installs them into the venv as before).
+# not installed again (pip checks every pin; a machine without them installs them into the venv as before). pytest
+# runs as `python -m pytest`, so that the venv's python (and the checkout's specref) runs it even where pytest
+# itself comes from the machine.
 @nox.session(venv_params=["--system-site-packages"])
 def properties(session: nox.Session) -> None:
     """The CI suite: one pytest run, the tiers in order (exact, statistical, Hypothesis; properties/conftest.py sorts
@@ -43,10 +45,10 @@ def properties(session: nox.Session) -> None:
     """
     install(session, "test,transformers,plots", TORCH_CPU, TRITON)
     if session.posargs:
-        session.run("pytest", "-n", "auto", *session.posargs)
+        session.run("python", "-m", "pytest", "-n", "auto", *session.posargs)
         return
-    session.run("pytest", "-n", "auto", "-p", "no:benchmark", "properties", "gpu_tests", "-m", CI_MARKERS,
-                env={"SPECREF_DEVICE": "cpu"})  # fmt: skip
+    session.run("python", "-m", "pytest", "-n", "auto", "-p", "no:benchmark", "properties", "gpu_tests",
+                "-m", CI_MARKERS, env={"SPECREF_DEVICE": "cpu"})  # fmt: skip
 
 
 @nox.session(default=False)
