@@ -106,14 +106,16 @@ _SGLANG_EDGE = (
     "csrc/speculative/speculative_sampling.cuh) accepts a child when `coin <= prob_acc / threshold_acc`, with float32 "
     "coins from torch.rand on CUDA (exactly 0 with probability 2^-25) and prob_acc the running sum of the children's "
     "target probabilities: a first child of target probability 0 is accepted when the coin is 0. `.ci/gpu-check` "
-    "shows it in one call through injected uniforms where sgl_kernel imports."
+    "shows it in one call through injected uniforms where sgl_kernel imports. Reported upstream as "
+    "sgl-project/sglang#35771 (closed)."
 )
 EDGE_NOTES = {
     "transformers": (("non-conforming: rare edge",), (
         "Rare edge (forced edge probe, one call): `is_accepted = r_i <= probability_ratio` on `r_i = "
         "torch.rand_like(...)` (float32, transformers/generation/utils.py _speculative_sampling) accepts a draft of "
         "target probability 0 when r_i is exactly 0, 2^-24 per accept test on CPU; the output law is otherwise exact. "
-        "Its RNG is torch's global one, which the adapter sets from the harness's generator by copying its state.")),
+        "Its RNG is torch's global one, which the adapter sets from the harness's generator by copying its state. "
+        "Write-up: peers/transformers/upstream.md (repro.py, run: repro.out).")),
     "vllm": (_RAN, _VLLM_EDGE),
     "vllm-rejection-sample": (_RAN, _VLLM_EDGE),
     "sglang": (("did not run",), _SGLANG_EDGE),
