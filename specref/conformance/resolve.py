@@ -174,11 +174,13 @@ def select_scenarios(adapter, names: str | None) -> list[str] | None:
 
     allowed, known = scenario_names(adapter)
     for name in wanted:
+        close = difflib.get_close_matches(name, known, n=1) if name not in known else []
+        guess = f" (did you mean {close[0]!r}?)" if close else ""
         if contract_of(adapter) == TREE and name not in allowed:
-            raise UsageError(f"--scenarios: {name!r} is not a tree scenario {adapter.name!r} can run; known: "
+            raise UsageError(f"--scenarios: {name!r} is not a tree scenario {adapter.name!r} can run{guess}; known: "
                              f"{', '.join(known)}")  # fmt: skip
         if name not in known:
-            raise UsageError(f"--scenarios: {name!r} is unknown; known: {', '.join(known)}")
+            raise UsageError(f"--scenarios: {name!r} is unknown{guess}; known: {', '.join(known)}")
         if name not in allowed:
             raise UsageError(f"--scenarios: {name!r} needs a capability {adapter.name!r} does not declare")
     return wanted
