@@ -103,23 +103,9 @@ def transformers_pipeline(target, draft, processors: Processors, gamma: int) -> 
         _check_prompts(prompts)
         draft.generation_config.num_assistant_tokens = gamma
         draft.generation_config.num_assistant_tokens_schedule = "constant"
-        rows = []
         generator = seed if isinstance(seed, torch.Generator) else torch.Generator().manual_seed(seed)
         with torch.random.fork_rng(devices=[]), torch.no_grad(), global_rng_from(generator):
-            for prompt in prompts:
-                out = target.generate(
-                    input_ids=prompt[None],
-                    attention_mask=torch.ones_like(prompt)[None],
-                    assistant_model=draft,
-                    do_sample=True,
-                    max_new_tokens=n_new,
-                    min_new_tokens=n_new,
-                    pad_token_id=0,
-                    eos_token_id=None,
-                    **processors.generate_kwargs(),
-                )
-                rows.append(out[0, prompts.shape[1] :])
-        return torch.stack(rows)
+            return sample_rows(target, prompts, n_new, processors, assistant_model=draft)
 
     return PipelineAdapter(
         f"transformers-generate[g={gamma},{processors.label}]",
@@ -191,3 +177,22 @@ def builtin_pipelines(gamma: int = 3) -> dict[str, Callable[[], PipelineAdapter]
 def builtin_pipeline(name: str, gamma: int = 3) -> PipelineAdapter:
     """The built-in pipeline `name` (a row of specref.builtins), built."""
     return builtin_pipelines(gamma)[name]()
+
+
+def sample_rows(target, prompts: torch.Tensor, n_new: int, processors, **generate_kwargs) -> torch.Tensor:
+    """`target.generate(do_sample=True)` on each prompt [P, L] alone: the n_new tokens after each, [P, n_new]."""
+    rows = []
+    for prompt in prompts:
+        out = target.generate(
+            input_ids=prompt[None],
+            attention_mask=torch.ones_like(prompt)[None],
+            do_sample=True,
+            max_new_tokens=n_new,
+            min_new_tokens=n_new,
+            pad_token_id=0,
+            eos_token_id=None,
+            **processors.generate_kwargs(),
+            **generate_kwargs,
+        )
+        rows.append(out[0, prompts.shape[1] :])
+    return torch.stack(rows)

@@ -122,23 +122,27 @@ def _init_weights(model: torch.nn.Module, seed: int) -> None:
 
 def train(spec: ModelSpec, corpus: CorpusSpec = CORPUS) -> GPT2LMHeadModel:
     """Build from config and train; deterministic given (spec, corpus, torch version)."""
+    model = GPT2LMHeadModel(config_for(spec, corpus))
+    _init_weights(model, spec.seed)
+    return fit(model, corpus, seed=spec.seed, lr=spec.lr, train_steps=spec.train_steps, batch_size=spec.batch_size)
+
+
+def fit(model, corpus: CorpusSpec, *, seed: int, lr: float, train_steps: int, batch_size: int):
+    """Train `model` on the corpus (Adam, next-token loss), batches drawn from PCG64(seed); returned in eval mode."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # CPU reductions are bitwise reproducible only at a fixed thread count
     try:
-        model = GPT2LMHeadModel(config_for(spec, corpus))
-        _init_weights(model, spec.seed)
         data = torch.from_numpy(sample_corpus(corpus))
-        rng = np.random.Generator(np.random.PCG64(spec.seed))
-        optimizer = torch.optim.Adam(model.parameters(), lr=spec.lr)
+        rng = np.random.Generator(np.random.PCG64(seed))
+        optimizer = torch.optim.Adam(model.parameters(), lr=lr)
         model.train()
-        for _ in range(spec.train_steps):
-            batch = data[torch.from_numpy(rng.integers(len(data), size=spec.batch_size))]
+        for _ in range(train_steps):
+            batch = data[torch.from_numpy(rng.integers(len(data), size=batch_size))]
             loss = model(input_ids=batch, labels=batch).loss
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-        model.eval()
-        return model
+        return model.eval()
     finally:
         torch.set_num_threads(threads)
 

@@ -30,7 +30,6 @@ import shutil
 import zlib
 from dataclasses import asdict, dataclass
 
-import numpy as np
 import torch
 
 __all__ = [
@@ -50,30 +49,16 @@ EXTRA_TOKENS = 4  # assistant tokens the target does not have
 
 def _generate_fn(target, per_call_kwargs):
     """(prompts [B, T], n_new, seed) -> [B, n_new] through target.generate, one prompt per call."""
-    from ...hf.pipelines import _check_prompts
+    from ...hf.pipelines import _check_prompts, sample_rows
     from ...hf.processors import Processors
 
     processors = Processors(temperature=TEMPERATURE, top_k=TOP_K)
 
     def generate(prompts: torch.Tensor, n_new: int, seed: int) -> torch.Tensor:
         _check_prompts(prompts)
-        rows = []
         with torch.random.fork_rng(devices=[]), torch.no_grad():
             torch.manual_seed(seed)
-            for prompt in prompts:
-                out = target.generate(
-                    input_ids=prompt[None],
-                    attention_mask=torch.ones_like(prompt)[None],
-                    do_sample=True,
-                    max_new_tokens=n_new,
-                    min_new_tokens=n_new,
-                    pad_token_id=0,
-                    eos_token_id=None,
-                    **processors.generate_kwargs(),
-                    **per_call_kwargs(),
-                )
-                rows.append(out[0, prompts.shape[1] :])
-        return torch.stack(rows)
+            return sample_rows(target, prompts, n_new, processors, **per_call_kwargs())
 
     return generate, processors
 
@@ -194,24 +179,9 @@ def tiny_llama(spec: LlamaSpec = LLAMA):
                          num_key_value_heads=spec.num_attention_heads, intermediate_size=spec.intermediate_size,
                          max_position_embeddings=64, bos_token_id=0, eos_token_id=None, pad_token_id=0,
                          tie_word_embeddings=False)  # fmt: skip
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        torch.manual_seed(spec.seed)
-        model = LlamaForCausalLM(config)
-        data = torch.from_numpy(tiny.sample_corpus(tiny.CORPUS))
-        rng = np.random.Generator(np.random.PCG64(spec.seed))
-        optimizer = torch.optim.Adam(model.parameters(), lr=spec.lr)
-        model.train()
-        for _ in range(spec.train_steps):
-            batch = data[torch.from_numpy(rng.integers(len(data), size=spec.batch_size))]
-            loss = model(input_ids=batch, labels=batch).loss
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-    finally:
-        torch.set_num_threads(threads)
-    model.eval()
+    torch.manual_seed(spec.seed)
+    model = tiny.fit(LlamaForCausalLM(config), tiny.CORPUS, seed=spec.seed, lr=spec.lr, train_steps=spec.train_steps,
+                     batch_size=spec.batch_size)  # fmt: skip
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     model.save_pretrained(tmp)
     try:
