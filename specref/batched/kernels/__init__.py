@@ -72,15 +72,9 @@ def tree_walk(target_probs, draft_probs, draft_tokens, parents, uniforms, rule: 
     read from its inputs."""
     from . import cpu
 
-    inputs = [target_probs] + ([] if draft_probs is None else [draft_probs])
-    if not ENABLED or target_probs.device.type != "cpu" or target_probs.dtype not in cpu.WALK_DTYPES:
+    uniforms = _walk_uniforms(target_probs, draft_probs, uniforms)
+    if uniforms is None:
         return None
-    if any(not t.is_contiguous() for t in inputs) or (
-        draft_probs is not None and draft_probs.dtype != target_probs.dtype
-    ):
-        return None
-    compute = torch.float64 if target_probs.dtype == torch.float64 else torch.float32
-    uniforms = uniforms.to(compute).to(torch.float64).contiguous()
     return cpu.tree_walk(target_probs, draft_probs, draft_tokens.long().contiguous(), parents.long().contiguous(),
                          uniforms, rule)  # fmt: skip
 
@@ -90,15 +84,9 @@ def block_verify(target_probs, draft_probs, draft_tokens, num_draft, uniforms):
     the inputs (as `tree_walk`), else None. draft_tokens must be 0 past num_draft."""
     from . import cpu
 
-    inputs = [target_probs] + ([] if draft_probs is None else [draft_probs])
-    if not ENABLED or target_probs.device.type != "cpu" or target_probs.dtype not in cpu.WALK_DTYPES:
+    uniforms = _walk_uniforms(target_probs, draft_probs, uniforms)
+    if uniforms is None:
         return None
-    if any(not t.is_contiguous() for t in inputs) or (
-        draft_probs is not None and draft_probs.dtype != target_probs.dtype
-    ):
-        return None
-    compute = torch.float64 if target_probs.dtype == torch.float64 else torch.float32
-    uniforms = uniforms.to(compute).to(torch.float64).contiguous()
     return cpu.block_verify(target_probs, draft_probs, draft_tokens.long().contiguous(), num_draft.long().contiguous(),
                             uniforms)  # fmt: skip
 
@@ -139,3 +127,19 @@ def _module(device: torch.device):
 
         return cuda
     return None
+
+
+def _walk_uniforms(target_probs, draft_probs, uniforms):
+    """The uniforms as the C walks take them (rounded to the compute dtype, held as float64), or None where the C
+    kernel does not take these inputs (disabled, not CPU, a dtype it lacks, not contiguous, mixed dtypes)."""
+    from . import cpu
+
+    inputs = [target_probs] + ([] if draft_probs is None else [draft_probs])
+    if not ENABLED or target_probs.device.type != "cpu" or target_probs.dtype not in cpu.WALK_DTYPES:
+        return None
+    if any(not t.is_contiguous() for t in inputs) or (
+        draft_probs is not None and draft_probs.dtype != target_probs.dtype
+    ):
+        return None
+    compute = torch.float64 if target_probs.dtype == torch.float64 else torch.float32
+    return uniforms.to(compute).to(torch.float64).contiguous()
