@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from specref.conformance import registry, run, shards
+from specref.conformance.adapters import batched_adapter
 from specref.conformance.checks import Tally
 from specref.conformance.render import render_markdown
 from specref.conformance.report import counts_line
@@ -180,3 +181,13 @@ def test_the_tallies_t0_lists_are_the_registered_t0_kinds():
 
     assert set(checks.T0_CHECKS) == {k.name for k in registry.for_contract(registry.CHAIN, "T0")}
     assert set(tree_checks.T0_CHECKS) == {k.name for k in registry.for_contract(registry.TREE, "T0")}
+
+
+def test_a_report_json_written_before_the_probe_had_words_still_renders():
+    """`specref merge` and `render.rebuild` read report.json files of earlier versions: the statistical probe's
+    record carried its detection probability alone, with no `detection_words`."""
+    report = run(batched_adapter(), scenarios=["cf_dense_g4", "probe_zero_ratio_g1"], rows=256, budget_seconds=60)
+    record = json.loads(json.dumps(report.to_dict()))
+    del record["probe"]["detection_words"]
+    markdown = render_markdown(record)
+    assert f"detection probability reached: {record['probe']['detection_probability']:.4g}" in markdown

@@ -356,8 +356,17 @@ def markdown(record: dict) -> list[str]:
     else:
         lines.append(f"- Statistical probe ({probe['scenario']}): {probe['accept_tests_with_ratio_0']:,} accept "
                      f"tests with p/q = 0; {probe['event']}; detection probability reached: "
-                     f"{probe['detection_words']}.")  # fmt: skip
+                     f"{_detection_words(probe)}.")  # fmt: skip
     return lines
+
+
+def _detection_words(probe: dict) -> str:
+    """The statistical probe's detection probability in words; report.json files written before the words were
+    recorded carry the probability alone (specref merge and render.rebuild read such files)."""
+    if "detection_words" in probe:
+        return probe["detection_words"]
+    detection = probe.get("detection_probability")
+    return "none: the event cannot happen" if detection is None else f"{detection:.4g}"
 
 
 def main(argv: list[str] | None = None) -> int:
