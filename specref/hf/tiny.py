@@ -161,15 +161,21 @@ def load_or_build(spec: ModelSpec, corpus: CorpusSpec = CORPUS, *, cache: Path |
         model = GPT2LMHeadModel.from_pretrained(path, local_files_only=True)
     else:
         model = train(spec, corpus)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-        model.save_pretrained(tmp)
-        try:
-            os.replace(tmp, path)  # atomic: concurrent builders (pytest-xdist workers) never see half a model
-        except OSError:  # another process got there first with the same weights
-            shutil.rmtree(tmp, ignore_errors=True)
+        save_atomically(model, path)
     model.eval()
     return model
+
+
+def save_atomically(model, path: Path) -> None:
+    """`model.save_pretrained(path)`, all or nothing: concurrent builders (pytest-xdist workers) never see half a
+    model, and when another process got there first (with the same weights) its copy stays."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    model.save_pretrained(tmp)
+    try:
+        os.replace(tmp, path)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def tiny_pair(cache: Path | None = None) -> tuple[GPT2LMHeadModel, GPT2LMHeadModel]:

@@ -25,8 +25,6 @@ generation supports batch size 1), transformers' global RNG seeded per call insi
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import zlib
 from dataclasses import asdict, dataclass
 
@@ -182,12 +180,7 @@ def tiny_llama(spec: LlamaSpec = LLAMA):
     torch.manual_seed(spec.seed)
     model = tiny.fit(LlamaForCausalLM(config), tiny.CORPUS, seed=spec.seed, lr=spec.lr, train_steps=spec.train_steps,
                      batch_size=spec.batch_size)  # fmt: skip
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    model.save_pretrained(tmp)
-    try:
-        os.replace(tmp, path)
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
+    tiny.save_atomically(model, path)
     return model
 
 
