@@ -7,7 +7,8 @@ predicate (does it apply to a scenario, can it fail), the test, and the counters
 arrays (shards.py), the calibration's distances and the mutants' `caught_by` all read this registry.
 
 The kinds themselves are declared next to their tests: chain kinds in kinds.py, tree kinds in kinds_tree.py (which
-also adds the tree form of the kinds both contracts run). `KINDS` loads both on first use.
+also adds the tree form of the kinds both contracts run), the pipeline's forms in kinds_pipeline.py. `kinds()`
+loads them on first use.
 
     kind = registry.get("correction_law")
     kind.family, kind.statistic, kind.bins        # "rule", "Pearson X^2 over strata", "token"
@@ -26,7 +27,7 @@ CONTRACT, LAW, RULE = "contract", "law", "rule"
 #: A rare edge the forced probe showed (edge_probe.py): its own verdict, "non-conforming: rare edge".
 EDGE = "edge"
 FAMILIES = (CONTRACT, LAW, RULE, EDGE)
-CHAIN, TREE = "chain", "tree"
+CHAIN, TREE, PIPELINE = "chain", "tree", "pipeline"
 #: Tiers: T0 runs on every call (certain), T2 is statistical (spends alpha), "run" is a run-level certain check,
 #: "call" is the adapter check (it ran, no exception, no hang, a well-formed output).
 TIERS = ("T0", "T2", "run", "call")
@@ -78,7 +79,7 @@ class CheckKind:
 
 
 _KINDS: dict[str, CheckKind] = {}
-_MODULES = ("specref.conformance.kinds", "specref.conformance.kinds_tree")
+_MODULES = ("specref.conformance.kinds", "specref.conformance.kinds_tree", "specref.conformance.kinds_pipeline")
 _loaded = False
 
 
