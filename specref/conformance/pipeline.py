@@ -186,7 +186,7 @@ class PipelineContract:
     def max_rows(self, scenario: PromptScenario) -> int:
         return MAX_ROWS
 
-    def run_checks(self, caller, plan, seed: int, clock, stopped: str | None) -> tuple[list, list]:
+    def run_checks(self, caller, plan, seed: int, stopped: str | None) -> tuple[list, list]:
         return [], []
 
     def edge_probe(self, caller, seed: int):
