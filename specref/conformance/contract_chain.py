@@ -14,7 +14,7 @@ import dataclasses
 
 import torch
 
-from . import calls
+from . import callform
 from .adapters import Adapter, as_adapter
 from .checks import Tally
 from .contracts import CHAIN
@@ -24,7 +24,7 @@ from .laws import check_rule
 from .passes import MAX_ROWS
 from .plan import Plan, plan_for
 from .report import PLOT_MAX_VOCAB
-from .run_checks import run_checks
+from .run_checks import chain_coupling, run_checks
 from .run_plan import scenarios_for
 from .scenarios import SCENARIOS, Scenario, get, probe_rows_needed
 
@@ -32,7 +32,7 @@ from .scenarios import SCENARIOS, Scenario, get, probe_rows_needed
 class ChainContract:
     name = CHAIN
     seed_key = "generator"
-    form = calls.CHAIN
+    form = callform.CHAIN
     shardable = True
     call_mode = None  # calls.call_mode decides: a forked worker for CPU adapters
 
@@ -65,8 +65,11 @@ class ChainContract:
     def max_rows(self, scenario: Scenario) -> int:
         return probe_rows_needed() if scenario.probe else MAX_ROWS.get(scenario.name, MAX_ROWS["default"])
 
-    def run_checks(self, caller, plan, seed: int, clock, stopped: str | None) -> tuple[list, list]:
-        return run_checks(caller, seed, clock, stopped)
+    def run_checks(self, caller, plan, seed: int, stopped: str | None) -> tuple[list, list]:
+        adapter = caller.adapter
+        coupled = adapter.uniforms and adapter.rule == "exact"  # the reference engine implements the exact rule
+        return run_checks(caller, SCENARIOS["cf_dense_g4"].given(adapter.dtype), coupled, chain_coupling, seed,
+                          stopped)  # fmt: skip
 
     def edge_probe(self, caller, seed: int):
         return edge_probe(caller, seed, lambda: None)  # None: the hang limit of the call (hangs.py)

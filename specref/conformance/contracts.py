@@ -49,7 +49,7 @@ class Contract(Protocol):
     inputs(adapter, scenario, rows, seed, chunk, start_states) -> one call's batch
     tokens(out)                               -> the emitted tokens [B, width] of a call's output
     max_rows(scenario)                        -> rows past which a scenario's checks gain little (sized by time)
-    run_checks(caller, plan, seed, clock, stopped) -> (results, not run): reproducibility, coupling
+    run_checks(caller, plan, seed, stopped)   -> (results, not run): reproducibility, coupling (run_checks.py)
     edge_probe(caller, seed)                  -> edge_probe.EdgeProbe or None (the forced rare-edge probe)
     describe(adapter, scenario, tally, failure) -> the contract's own keys of the report's scenario summary
     plots(tally)                              -> whether the report plots the scenario's laws

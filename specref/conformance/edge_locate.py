@@ -23,7 +23,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .adapters import Adapter
-from .calls import CHAIN, CallForm, call_inputs
+from .callform import CHAIN, CallForm, call_inputs
 
 _HARNESS = os.path.dirname(os.path.abspath(__file__))
 _TORCH = os.path.dirname(os.path.abspath(torch.__file__))
@@ -122,7 +122,7 @@ def _child(conn, adapter, batch, generator_seed, generator_state, form) -> None:
 def locate_edge(adapter: Adapter, batch, generator_seed: int, generator_state: torch.Tensor,
                 timeout: float = REPLAY_TIMEOUT, form: CallForm | None = None) -> list[str]:  # fmt: skip
     """The zero ties of one call (module docstring), replayed in a forked child; [] when none can be found. form:
-    the contract's call (calls.CallForm; default the chain's), `batch` one of its batches (a TreeBatch for trees)."""
+    the contract's call (callform.CallForm; default the chain's), `batch` one of its batches (a TreeBatch for trees)."""
     form = form or CHAIN
     if torch.device(adapter.device).type != "cpu" or "fork" not in multiprocessing.get_all_start_methods():
         return []

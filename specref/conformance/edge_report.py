@@ -29,7 +29,7 @@ def snippet(load: str, edge: dict, dtype: str, seed: int, edge_name: str = "acce
     )
     if not tree:
         call = [
-            "from specref.conformance.calls import call_inputs",
+            "from specref.conformance.callform import call_inputs",
             f"args, kwargs = call_inputs(batch, {edge['generator_seed']}, dtype=torch.{dtype}, generator_state=state)",
             "tokens = verify(*args, **kwargs)",
         ]

@@ -23,7 +23,8 @@ from ..stats import CheckResult
 from ..stats.record import CheckId
 from . import registry
 from .adapters import Adapter
-from .calls import AdapterFailure, CallForm
+from .callform import CallForm
+from .calls import AdapterFailure
 from .checks import t0_result
 from .contracts import PIPELINE
 from .counts import Counts
@@ -186,7 +187,7 @@ class PipelineContract:
     def max_rows(self, scenario: PromptScenario) -> int:
         return MAX_ROWS
 
-    def run_checks(self, caller, plan, seed: int, clock, stopped: str | None) -> tuple[list, list]:
+    def run_checks(self, caller, plan, seed: int, stopped: str | None) -> tuple[list, list]:
         return [], []
 
     def edge_probe(self, caller, seed: int):

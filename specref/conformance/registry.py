@@ -32,6 +32,10 @@ CHAIN, TREE, PIPELINE = "chain", "tree", "pipeline"
 #: "call" is the adapter check (it ran, no exception, no hang, a well-formed output).
 TIERS = ("T0", "T2", "run", "call")
 
+#: The designed-power models: a chi-square on df bins (noncentral chi-square), exact binomials per position
+#: (Bonferroni over them), a normal mean shift (Bennett-bounded standard error).
+POWER_MODELS = ("chi-square", "binomial positions", "normal mean")
+
 #: The plan predicate's answers besides a skip reason (a str) and None (the kind does not apply to the scenario).
 TEST, CERTAIN = "test", "certain"
 
@@ -62,9 +66,12 @@ class CheckKind:
     strata: str = ""  # what a stratum is, when the law is split by one
     distance: str = "TV"  # the unit of the detectable distance it reports
     plot: str | None = None  # plot group (plots.PLOT_FILES): "first", "length", "reject"
+    power: str = "chi-square"  # how its designed power is computed (calibration.analysis.POWER): its test's family
     forms: dict[str, Form] = field(default_factory=dict)
 
     def __post_init__(self):
+        if self.power not in POWER_MODELS:
+            raise ValueError(f"power={self.power!r} of {self.name!r} must be one of {POWER_MODELS}")
         if self.family not in FAMILIES:
             raise ValueError(f"family={self.family!r} of {self.name!r} must be one of {FAMILIES}")
         if self.tier not in TIERS:

@@ -99,7 +99,7 @@ def run(
         probe_pass(caller, plan.scenarios, calls, seed, clock, tell, sizing.owns, sizing)  # one small call each
         if not calls.stopped:
             main_pass(caller, plan.scenarios, calls, seed, sizing, clock, tell)  # calls: the main pass
-        run_results, run_not_run = (contract.run_checks(caller, plan, seed, clock, calls.stopped)
+        run_results, run_not_run = (contract.run_checks(caller, plan, seed, calls.stopped)
                                     if sizing.owns(0) else ([], []))  # fmt: skip
         edge = forced_edge_probe(caller, calls, seed) if sizing.owns(0) else None  # edge_probe.py
         run_results += edge.results if edge else []

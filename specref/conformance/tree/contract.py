@@ -4,9 +4,10 @@ declared scheme, and checks the walk against exact laws (checks.py).
     verify(target_probs [B, N+1, V], draft_probs [B, N, V], draft_tokens [B, N], parents [B, N], generator,
            **capabilities) -> tokens [B, <= N+1] int64 (-1 padded), or (tokens, nodes [B, <= N]) with `nodes`
 
-A call's output is read back as (tokens [B, N+1], nodes [B, N] or None), each padded with -1. Run-level checks:
-reproducibility (the run's first scenario, 512 rows) and token-for-token coupling with specref.reference.tree
-(adapters declaring `uniforms`, lossless rules); the forced rare-edge probe (edge_probe.py) on one-node trees.
+A call's output is read back as (tokens [B, N+1], nodes [B, N] or None), each padded with -1. Run-level checks
+(run_checks.py): reproducibility on the run's first scenario, and token-for-token coupling with
+specref.reference.tree (adapters declaring `uniforms`, lossless rules); the forced rare-edge probe (edge_probe.py)
+on one-node trees.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import torch
 
 from ...reference.tree import uniforms_rng, verify_tree
 from ...stats import CheckResult
-from ..calls import AdapterFailure, CallForm, call_inputs
+from ..callform import CallForm, call_inputs
+from ..calls import AdapterFailure
 from ..checks import t0_result
 from ..contract_chain import adapter_from_record
 from ..contracts import TREE
@@ -24,7 +26,7 @@ from ..diagnosis import tree_rule_diagnosis
 from ..edge_probe import edge_probe
 from ..passes import derive_seed
 from ..plan import Plan
-from ..run_checks import failure_details, not_run
+from ..run_checks import failure_details, run_checks
 from .adapters import TreeAdapter, as_tree_adapter
 from .checks import TreeTally
 from .picture import add_to_report, series_for
@@ -36,7 +38,6 @@ MAX_ROWS = 200_000
 COUPLING_SCENARIOS = ("tree_chain_markov", "tree_star_cf", "tree_duplicates_cf", "tree_eagle_markov",
                       "tree_ragged_markov")  # fmt: skip
 COUPLING_ROWS = 128
-REPRO_ROWS = 512
 
 
 # --- the call ------------------------------------------------------------------------------------------------------
@@ -126,12 +127,10 @@ class TreeContract:
     def max_rows(self, scenario: TreeScenario) -> int:
         return MAX_ROWS
 
-    def run_checks(self, caller, plan, seed: int, clock, stopped: str | None) -> tuple[list, list]:
-        coupled = caller.adapter.uniforms and not caller.adapter.lossy
-        if stopped:
-            return [], [not_run(f"{name}[run]", stopped) for name in ["reproducibility"] + ["coupling"] * coupled]
-        results = [reproducibility(caller, plan.scenarios[0], seed)] if plan.scenarios else []
-        return results + ([coupling(caller, seed)] if coupled else []), []
+    def run_checks(self, caller, plan, seed: int, stopped: str | None) -> tuple[list, list]:
+        coupled = caller.adapter.uniforms and not caller.adapter.lossy  # the reference engine runs every tree rule
+        repro = plan.scenarios[0] if plan.scenarios else get("tree_star_cf").given(caller.adapter.dtype)
+        return run_checks(caller, repro, coupled, coupling, seed, stopped)
 
     def edge_probe(self, caller, seed: int):
         """The forced rare-edge probe (edge_probe.py) on its rows as one-node trees (tokens [B, 2], the chain's g = 1
@@ -164,21 +163,6 @@ TREE_CONTRACT = TreeContract()
 
 
 # --- run-level checks -----------------------------------------------------------------------------------------------
-
-
-def reproducibility(caller, s: TreeScenario, seed: int) -> CheckResult:
-    """Same generator seed twice: identical tokens; another seed: different tokens (REPRO_ROWS rows)."""
-    batch = s.inputs(REPRO_ROWS, seed, "repro", caller.adapter.scheme)
-    first_seed = derive_seed("tree-repro", seed)
-    try:
-        outs = [caller(batch, g)[0][0] for g in (first_seed, first_seed, first_seed + 1)]
-    except AdapterFailure as failure:
-        return t0_result("reproducibility", 1, 0, failure_details(failure))
-    first, again, other = outs
-    differs = int((first != again).any(1).sum())
-    same_other = bool((first == other).all())
-    return t0_result("reproducibility", differs + int(same_other), REPRO_ROWS,
-                     {"rows_differing_under_same_seed": differs, "identical_under_other_seed": same_other})  # fmt: skip
 
 
 def coupling(caller, seed: int) -> CheckResult:
