@@ -89,6 +89,21 @@ def conformance(session: nox.Session) -> None:
 
 
 @nox.session(default=False)
+def edges(session: nox.Session) -> None:
+    """Rare edges over whole runs: the u = 0 engines flagged and the correct ones passing at 30 seeds each, 75 s
+    budget; reports/edges/. Posargs replace the engine list and options (specref.conformance.edge_runs)."""
+    install(session)
+    session.run("python", "-m", "specref.conformance.edge_runs", *(session.posargs or EDGE_RUNS))
+
+
+#: The engines of `nox -s edges`: the u = 0 verifiers (the external buggy.py, the catalogue's edge mutants, the tree
+#: mutant), transformers' kernel, and correct built-ins.
+EDGE_RUNS = ["properties/external_impls/buggy.py:accept_le_fp32", "specref.mutants.bugs:accept_le_fp32",
+             "specref.mutants.bugs:inverse_cdf_left_search", "specref.mutants.bugs:inverse_cdf_from_first_token",
+             "specref.mutants.tree_bugs:tree_accept_le_fp32+tree", "transformers", "batched", "tree-mss"]  # fmt: skip
+
+
+@nox.session(default=False)
 def mutants(session: nox.Session) -> None:
     """Run the conformance suite on every mutant in specref.mutants at fp32, bf16 and fp16 rows; reports/mutants*.md."""
     install(session)

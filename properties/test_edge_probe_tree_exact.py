@@ -9,6 +9,7 @@ built-in passes, never fails; injected uniforms [B, N+1] reach an adapter whose 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
 from dataclasses import replace
 
@@ -101,3 +102,16 @@ def test_injected_uniforms_show_the_tree_edge_where_the_generator_cannot_be_forc
     assert _verdicts(_probe(mutant, inject=True)) == {"accept": "FAIL", "correction": "pass", "bonus": "pass"}
     for name in ("tree-mss", "tree-sample-match"):  # sample_match's root draw reads u_0: its correction column
         assert set(_verdicts(_probe(builtin_tree_adapters()[name](), inject=True)).values()) == {"pass"}
+
+
+def test_edge_runs_count_verdicts_and_name_the_edge_per_engine():
+    from specref.conformance.edge_runs import markdown, runs
+    from specref.mutants import tree_bugs
+
+    lines: list[str] = []
+    summary = runs("specref.mutants.tree_bugs:tree_accept_le_fp32+tree", 1, 2.0, lines.append)
+    assert summary["verdicts"] == {RARE_EDGE: 1} and summary["other_failures"] == {}
+    source = inspect.getsource(tree_bugs).splitlines()
+    line = next(number for number, text in enumerate(source, 1) if "coin <= ratio" in text)
+    assert [n for key, n in summary["edges_named"].items() if f"tree_bugs.py:{line}: " in key] == [1]
+    assert len(lines) == 1 and "| 1 | 2 | non-conforming: rare edge (1) |" in markdown([summary])
