@@ -199,6 +199,7 @@ static void CAT(walk_row, SUFFIX)(const Walk *walk, int64_t b, Scratch *scratch)
                 if (tok[c - 1] == token) chosen = c;
         } else if (walk->rule == TARGET_ONLY) {
             T mass = 1;
+            for (int64_t c = first[node]; c >= 0; c = next[c]) PREFETCH(p + tok[c - 1] * item); /* together */
             for (int64_t c = first[node]; c >= 0 && chosen < 0; c = next[c]) {
                 int64_t x = tok[c - 1], duplicate = 0;
                 for (int64_t e = first[node]; e != c; e = next[e]) duplicate |= tok[e - 1] == x;
