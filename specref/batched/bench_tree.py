@@ -204,7 +204,8 @@ def write_reports(results, env, out_dir: Path):
         "Floor = one cold read of the V-rows the rule reads on these inputs (rows read, counted by the C walk): p "
         "where a node needs a full pass, and each rejected sibling's draft row (mss, rsd), at most once each; "
         "target_only reads p only where a row stops, sample_match p at every node it visits (its draw), block "
-        "verification the rows from the top down to tau (`docs/batched.md`, Floors).",
+        "verification the rows from the top down to tau; the floor reads that many rows of target_probs, then "
+        "draft_probs (`docs/batched.md`, Floors).",
         "",
         "| case | B | V | nodes | depth | rows read per batch row | batched ms | floor ms | batched / floor "
         "| naive ms | naive / batched |",

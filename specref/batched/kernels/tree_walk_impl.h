@@ -200,6 +200,9 @@ static void CAT(walk_row, SUFFIX)(const Walk *walk, int64_t b, Scratch *scratch)
         } else if (walk->rule == TARGET_ONLY) {
             T mass = 1;
             for (int64_t c = first[node]; c >= 0; c = next[c]) PREFETCH(p + tok[c - 1] * item); /* together */
+            if (depth == 0 && b + 1 < walk->end) /* the next row's root tests, fetched during this row's pass */
+                for (int64_t i = 0; i < N; i++)
+                    if (parents[N + i] == 0) PREFETCH(target + (N + 1) * V * item + tok[N + i] * item);
             for (int64_t c = first[node]; c >= 0 && chosen < 0; c = next[c]) {
                 int64_t x = tok[c - 1], duplicate = 0;
                 for (int64_t e = first[node]; e != c; e = next[e]) duplicate |= tok[e - 1] == x;
