@@ -31,8 +31,13 @@ MAX_ROWS = {"default": 400_000, "large_v8193_g2": 200_000, "large_v151936_g1": 2
 MIN_ROWS = 256
 #: The most of the budget the rare-edge probe may take (it stops earlier once it reaches its target power).
 PROBE_SHARE = 0.45
-#: A call sized to the time left has at least this many rows; a first call, at least MIN_FIRST_ROWS.
-MIN_CALL_ROWS, MIN_FIRST_ROWS = 64, 2
+#: A call sized to the time left has at least this many rows (when they take under MIN_CALL_SECONDS; else at least
+#: one row, or no call); a first call, at least MIN_FIRST_ROWS.
+MIN_CALL_ROWS, MIN_FIRST_ROWS, MIN_CALL_SECONDS = 64, 2, 0.25
+#: A call sized to the time left takes at most this share of its slice's time left, at its scenario's slowest rate:
+#: a machine that slows k-fold mid-slice (another job starts) overruns it by at most (k x CALL_SHARE - 1) of it, and
+#: the slow call re-rates the calls after it.
+CALL_SHARE = 0.5
 #: The most of the time left the probe pass may take, in equal shares per scenario left.
 PROBE_PASS_SHARE = 0.5
 #: The share of the budget kept after the main pass, on top of the run-level checks' expected time (_reserve), and
@@ -53,11 +58,13 @@ class Clock:
 
     started: float
     deadline: float
+    startup: float = 0.0  # seconds from `started` to Clock.start: the process's imports, when the budget counts them
 
     @classmethod
     def start(cls, budget_seconds: float | None, started: float | None = None) -> Clock:
-        started = time.perf_counter() if started is None else started
-        return cls(started, started + (math.inf if budget_seconds is None else budget_seconds))
+        now = time.perf_counter()
+        started = now if started is None else started
+        return cls(started, started + (math.inf if budget_seconds is None else budget_seconds), now - started)
 
     def left(self) -> float:
         return self.deadline - time.perf_counter()
@@ -128,7 +135,7 @@ def probe_pass(caller: Caller, plan: list[Scenario], calls: Calls, seed: int, cl
         if owns(0):
             rows = first_call_rows(s)
             if sizing is not None and sizing.fixed(s) is None and math.isfinite(clock.deadline):
-                share = PROBE_PASS_SHARE * max(0.0, clock.left() - _reserve(caller, sizing.budget_seconds))
+                share = PROBE_PASS_SHARE * max(0.0, clock.left() - _reserve(caller, sizing.budget_seconds, clock))
                 rows = _rows_for(caller, s, rows, share / (len(plan) - i))
             calls.first_rows[s.name] = rows
             try:
@@ -146,7 +153,7 @@ def main_pass(caller: Caller, plan: list[Scenario], calls: Calls, seed: int, siz
     After a hang the run calls the adapter no more, and the scenarios left get their checks marked not run.
     Without a budget (fixed rows, no time cap) every scenario gets its fixed rows.
     """
-    reserve = _reserve(caller, sizing.budget_seconds) if math.isfinite(clock.deadline) else 0.0
+    reserve = _reserve(caller, sizing.budget_seconds, clock) if math.isfinite(clock.deadline) else 0.0
     todo = sorted((s for s in plan if s.name not in calls.broken), key=lambda s: not s.probe)  # the probe first
     for i, s in enumerate(todo):
         left = max(0.0, clock.left() - reserve)
@@ -170,8 +177,10 @@ def _scenario_pass(caller, s: Scenario, calls: Calls, seed: int, fixed: int | No
     cap = fixed if fixed is not None else _max_rows(s)
     if s.joint:
         call = functools.partial(feed, caller, s, calls, seed=seed, clock=clock)
+        calls_rows = functools.partial(_rows_in_time, caller, s, slice_end=slice_end)  # a batch: JOINT_TOKENS calls
+        size = None if fixed is not None else lambda rows: calls_rows(rows * JOINT_TOKENS) // JOINT_TOKENS
         tally.joint = joint_counts(call, s, cap, JOINT_TOKENS, slice_end=slice_end, deadline=clock.deadline,
-                                   owns=lambda batch: owns(batch + 1))  # fmt: skip
+                                   owns=lambda batch: owns(batch + 1), size=size)  # fmt: skip
         if fixed is not None and time.perf_counter() >= slice_end:
             calls.cut[s.name] = fixed
         return
@@ -182,6 +191,8 @@ def _scenario_pass(caller, s: Scenario, calls: Calls, seed: int, fixed: int | No
         rows_now = int(min(s.rows_per_call, cap - planned))
         if fixed is None:  # sized by time: a call should end by the slice's end, at this scenario's measured rate
             rows_now = _rows_in_time(caller, s, rows_now, slice_end)
+            if not rows_now:  # not one row fits in the slice's time left
+                break
         if owns(chunk):
             feed(caller, s, calls, rows_now, chunk, seed=seed, clock=clock)
         planned += rows_now
@@ -193,11 +204,16 @@ def _scenario_pass(caller, s: Scenario, calls: Calls, seed: int, fixed: int | No
 
 
 def _rows_in_time(caller: Caller, s: Scenario, rows: int, slice_end: float) -> int:
-    """At most the rows the time to slice_end buys at the scenario's slowest measured rate (at least MIN_CALL_ROWS)."""
+    """At most the rows CALL_SHARE of the time to slice_end buys at the scenario's slowest measured rate. At least
+    MIN_CALL_ROWS when they take under MIN_CALL_SECONDS; else 0 when not one row fits (a row at V = 151,936 takes
+    0.7 s under load: a floor of 64 rows made a 45 s call past a 60 s budget)."""
     rate = caller.limits.row_rate.get(s.name)
     if not rate:
         return rows
-    return int(min(rows, max(MIN_CALL_ROWS, (slice_end - time.perf_counter()) / rate)))
+    fit = CALL_SHARE * (slice_end - time.perf_counter()) / rate
+    if MIN_CALL_ROWS * rate <= MIN_CALL_SECONDS:
+        fit = max(fit, MIN_CALL_ROWS)
+    return int(min(rows, fit))
 
 
 def _rows_for(caller: Caller, s: Scenario, rows: int, seconds: float) -> int:
@@ -208,13 +224,16 @@ def _rows_for(caller: Caller, s: Scenario, rows: int, seconds: float) -> int:
     return int(max(MIN_FIRST_ROWS, min(rows, seconds / per_row)))
 
 
-def _reserve(caller: Caller, budget_seconds: float) -> float:
+def _reserve(caller: Caller, budget_seconds: float, clock: Clock | None = None) -> float:
     """Time kept after the main pass for the run-level checks (reproducibility: 3 calls of 512 rows of cf_dense_g4;
-    coupling: 5 of 256 small rows, each beside the reference engine) and the report, at their expected rate."""
+    coupling: 5 of 256 small rows, each beside the reference engine) at their expected rate, and for the report. When
+    the budget counts the process's start-up (the CLI), the report and the exit are given as long as the start-up
+    took: the same kind of work, slowed alike on a loaded machine (2 s alone, 5-10 s beside 3 busy loops on 2 cores)."""
     per_row = caller.limits.expected("cf_dense_g4", 1, 5 * 16) or 0.0
     run_rows = 3 * 512 + 2 * 5 * 256 * caller.adapter.uniforms
     coupling = COUPLING_SECONDS * caller.adapter.uniforms
-    return RESERVE_SHARE * budget_seconds + REPORT_SECONDS + coupling + min(run_rows * per_row, 0.25 * budget_seconds)
+    report = max(REPORT_SECONDS, clock.startup if clock is not None else 0.0)
+    return RESERVE_SHARE * budget_seconds + report + coupling + min(run_rows * per_row, 0.25 * budget_seconds)
 
 
 def _max_rows(s: Scenario) -> int:
