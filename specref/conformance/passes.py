@@ -58,13 +58,11 @@ class Clock:
 
     started: float
     deadline: float
-    startup: float = 0.0  # seconds from `started` to Clock.start: the process's imports, when the budget counts them
 
     @classmethod
     def start(cls, budget_seconds: float | None, started: float | None = None) -> Clock:
-        now = time.perf_counter()
-        started = now if started is None else started
-        return cls(started, started + (math.inf if budget_seconds is None else budget_seconds), now - started)
+        started = time.perf_counter() if started is None else started
+        return cls(started, started + (math.inf if budget_seconds is None else budget_seconds))
 
     def left(self) -> float:
         return self.deadline - time.perf_counter()
@@ -135,7 +133,7 @@ def probe_pass(caller: Caller, plan: list[Scenario], calls: Calls, seed: int, cl
         if owns(0):
             rows = first_call_rows(s)
             if sizing is not None and sizing.fixed(s) is None and math.isfinite(clock.deadline):
-                share = PROBE_PASS_SHARE * max(0.0, clock.left() - _reserve(caller, sizing.budget_seconds, clock))
+                share = PROBE_PASS_SHARE * max(0.0, clock.left() - _reserve(caller, sizing.budget_seconds))
                 rows = _rows_for(caller, s, rows, share / (len(plan) - i))
             calls.first_rows[s.name] = rows
             try:
@@ -153,7 +151,7 @@ def main_pass(caller: Caller, plan: list[Scenario], calls: Calls, seed: int, siz
     After a hang the run calls the adapter no more, and the scenarios left get their checks marked not run.
     Without a budget (fixed rows, no time cap) every scenario gets its fixed rows.
     """
-    reserve = _reserve(caller, sizing.budget_seconds, clock) if math.isfinite(clock.deadline) else 0.0
+    reserve = _reserve(caller, sizing.budget_seconds) if math.isfinite(clock.deadline) else 0.0
     todo = sorted((s for s in plan if s.name not in calls.broken), key=lambda s: not s.probe)  # the probe first
     for i, s in enumerate(todo):
         left = max(0.0, clock.left() - reserve)
@@ -224,16 +222,13 @@ def _rows_for(caller: Caller, s: Scenario, rows: int, seconds: float) -> int:
     return int(max(MIN_FIRST_ROWS, min(rows, seconds / per_row)))
 
 
-def _reserve(caller: Caller, budget_seconds: float, clock: Clock | None = None) -> float:
+def _reserve(caller: Caller, budget_seconds: float) -> float:
     """Time kept after the main pass for the run-level checks (reproducibility: 3 calls of 512 rows of cf_dense_g4;
-    coupling: 5 of 256 small rows, each beside the reference engine) at their expected rate, and for the report. When
-    the budget counts the process's start-up (the CLI), the report and the exit are given as long as the start-up
-    took: the same kind of work, slowed alike on a loaded machine (2 s alone, 5-10 s beside 3 busy loops on 2 cores)."""
+    coupling: 5 of 256 small rows, each beside the reference engine) and the report, at their expected rate."""
     per_row = caller.limits.expected("cf_dense_g4", 1, 5 * 16) or 0.0
     run_rows = 3 * 512 + 2 * 5 * 256 * caller.adapter.uniforms
     coupling = COUPLING_SECONDS * caller.adapter.uniforms
-    report = max(REPORT_SECONDS, clock.startup if clock is not None else 0.0)
-    return RESERVE_SHARE * budget_seconds + report + coupling + min(run_rows * per_row, 0.25 * budget_seconds)
+    return RESERVE_SHARE * budget_seconds + REPORT_SECONDS + coupling + min(run_rows * per_row, 0.25 * budget_seconds)
 
 
 def _max_rows(s: Scenario) -> int:
