@@ -36,6 +36,8 @@ import threading
 import time
 import traceback
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -45,7 +47,6 @@ from ..forced import outputs_used
 from .adapters import Adapter
 from .hangs import HangLimits
 from .locate import describe_error, locate, raised_at
-from .scenarios import Batch
 
 #: 'process' or 'thread' forces a mode (where possible); unset: process for CPU adapters where fork exists.
 MODE_ENV = "SPECREF_CALL_MODE"
@@ -98,8 +99,23 @@ def _tensor(packed: tuple | None, dtype: torch.dtype, device: str) -> torch.Tens
     return cast.expand(packed[2]).contiguous() if packed[0] == "row" else cast
 
 
+@dataclass(frozen=True)
+class CallForm:
+    """How one contract's call is built and read (chain: here; tree: tree/contract.py). Module-level functions, so
+    a job pickles by reference to a worker.
+
+    fields(batch, declared) -> the job's contract fields (numpy); declared: the adapter's capabilities it reads.
+    arguments(job, target, draft, generator) -> (args, kwargs) of verify; device tensors built from the job.
+    read(out, job) -> what verify returned, checked and as numpy (raises AdapterFailure 'malformed')."""
+
+    fields: Callable
+    arguments: Callable
+    read: Callable
+    declares: tuple[str, ...] = ()  # the adapter capabilities `fields` reads
+
+
 def call_inputs(
-    batch: Batch,
+    batch,
     generator_seed: int,
     *,
     dtype: torch.dtype = torch.float32,
@@ -107,32 +123,37 @@ def call_inputs(
     ragged: bool = False,
     uniforms: np.ndarray | None = None,
     generator_state: torch.Tensor | None = None,
+    form: CallForm | None = None,
+    **declared,
 ) -> tuple[tuple, dict]:
     """(args, kwargs) exactly as the harness passes them to verify for this batch (reproduce snippets call this).
 
     num_draft is passed only to a ragged adapter and only when some row drafts fewer than g tokens.
     generator_state: a CPU generator state (specref.forced) the generator starts in instead of the seeded one.
+    form: the contract's CallForm (default: the chain's); declared: the capabilities it reads (nodes=True, ...).
     """
-    return _arguments(_job(batch, generator_seed, dtype, device, ragged, uniforms, generator_state)[0])
+    form = form or CHAIN
+    job = _job(batch, generator_seed, dtype, device, {"ragged": ragged, **declared}, uniforms, generator_state, form)
+    return _arguments(job[0])
 
 
-def _job(batch: Batch, generator_seed: int, dtype, device, ragged: bool, uniforms,
-         generator_state=None) -> tuple[dict, tuple]:  # fmt: skip
+def _job(batch, generator_seed: int, dtype, device, declared: dict, uniforms, generator_state=None,
+         form: CallForm | None = None) -> tuple[dict, tuple]:  # fmt: skip
     """(what the adapter's arguments are built from, small enough to send to a worker: no [B, g+1, V] copy of a
     broadcast row; the (target, draft) probabilities as the adapter will see them, in float64)."""
+    form = form or CHAIN
     target, target_seen = _cast(batch.target_probs, dtype)
     draft, draft_seen = _cast(batch.draft_probs, dtype)
-    num_draft = batch.num_draft if ragged and (batch.num_draft < batch.draft_tokens.shape[1]).any() else None
     job = {
+        "form": form,
         "target": target,
         "draft": draft,
-        "tokens": batch.draft_tokens,
-        "num_draft": num_draft,
         "uniforms": uniforms,
         "dtype": dtype,
         "device": str(device),
         "generator_seed": int(generator_seed),
         "generator_state": None if generator_state is None else generator_state.numpy().copy(),
+        **form.fields(batch, declared),
     }
     return job, (target_seen, draft_seen)
 
@@ -143,13 +164,41 @@ def _arguments(job: dict) -> tuple[tuple, dict]:
     if job.get("generator_state") is not None:  # the edge probe's forced state (specref.forced)
         generator.set_state(torch.from_numpy(job["generator_state"]))
     target, draft = _tensor(job["target"], dtype, device), _tensor(job["draft"], dtype, device)
-    args = (target, draft, torch.from_numpy(job["tokens"].copy()).to(device), generator)
-    kwargs = {}
-    if job["num_draft"] is not None:
-        kwargs["num_draft"] = torch.from_numpy(job["num_draft"].copy()).to(device)
+    args, kwargs = job["form"].arguments(job, target, draft, generator)
     if job["uniforms"] is not None:
         kwargs["uniforms"] = torch.from_numpy(job["uniforms"]).to(device)
     return args, kwargs
+
+
+def _chain_fields(batch, declared: dict) -> dict:
+    ragged = declared.get("ragged", False)
+    num_draft = batch.num_draft if ragged and (batch.num_draft < batch.draft_tokens.shape[1]).any() else None
+    return {"tokens": batch.draft_tokens, "num_draft": num_draft}
+
+
+def _chain_arguments(job: dict, target, draft, generator) -> tuple[tuple, dict]:
+    device = job["device"]
+    kwargs = {}
+    if job["num_draft"] is not None:
+        kwargs["num_draft"] = torch.from_numpy(job["num_draft"].copy()).to(device)
+    return (target, draft, torch.from_numpy(job["tokens"].copy()).to(device), generator), kwargs
+
+
+def _chain_read(out, job: dict) -> np.ndarray:
+    """tokens [B, g+1] int64."""
+    rows, gamma = job["tokens"].shape
+    if not isinstance(out, torch.Tensor):
+        raise AdapterFailure("malformed", f"returned {type(out).__name__}, expected a torch.Tensor")
+    if tuple(out.shape) != (rows, gamma + 1):
+        expected = f"[B, g+1] = [{rows}, {gamma + 1}]"
+        raise AdapterFailure("malformed", f"returned shape {tuple(out.shape)}, expected {expected}")
+    if out.dtype != torch.int64:
+        raise AdapterFailure("malformed", f"returned dtype {out.dtype}, expected torch.int64")
+    return out.detach().cpu().numpy().copy()
+
+
+#: The chain kernel's call: verify(target, draft, draft_tokens, generator, [num_draft=], [uniforms=]) -> [B, g+1].
+CHAIN = CallForm(_chain_fields, _chain_arguments, _chain_read, declares=("ragged",))
 
 
 # --- one call, wherever it runs -------------------------------------------------------------------------------------
@@ -164,7 +213,7 @@ def _execute(verify, job: dict) -> tuple:
     start = time.perf_counter()
     try:
         out = verify(*args, **kwargs)
-        tokens = _as_tokens(out, job["tokens"].shape)
+        tokens = job["form"].read(out, job)
     except AdapterFailure as failure:
         return ("failure", failure.kind, failure.message, None)
     except BaseException as error:  # noqa: BLE001 -- anything the adapter raises is a verdict, not a crash
@@ -175,27 +224,20 @@ def _execute(verify, job: dict) -> tuple:
     return ("ok", tokens, seconds, outputs_used(args[3].get_state()))  # how far the forced stream was read
 
 
-def _as_tokens(out, shape: tuple[int, int]) -> np.ndarray:
-    rows, gamma = shape
-    if not isinstance(out, torch.Tensor):
-        raise AdapterFailure("malformed", f"returned {type(out).__name__}, expected a torch.Tensor")
-    if tuple(out.shape) != (rows, gamma + 1):
-        expected = f"[B, g+1] = [{rows}, {gamma + 1}]"
-        raise AdapterFailure("malformed", f"returned shape {tuple(out.shape)}, expected {expected}")
-    if out.dtype != torch.int64:
-        raise AdapterFailure("malformed", f"returned dtype {out.dtype}, expected torch.int64")
-    return out.detach().cpu().numpy().copy()
-
-
 # --- the caller ------------------------------------------------------------------------------------------------------
 
 
 class Caller:
     """Calls one adapter in its mode (module docstring); use as a context manager, or close() when done."""
 
-    def __init__(self, adapter: Adapter, mode: str | None = None, limits: HangLimits | None = None):
+    def __init__(self, adapter: Adapter, mode: str | None = None, limits: HangLimits | None = None,
+                 contract=None):  # fmt: skip
+        from .contracts import contract as contract_for
+
         self.adapter = adapter
-        self.mode = mode or call_mode(adapter)
+        self.contract = contract or contract_for(adapter)  # contracts.py: chain, tree or pipeline
+        self.form = self.contract.form  # how its calls are built and read
+        self.mode = mode or self.contract.call_mode or call_mode(adapter)
         self.limits = limits or HangLimits(None, DEFAULT_FLOOR)
         self.workers_started = 0
         self.outputs_used: int | None = None  # outputs of a forced generator state the last call read
@@ -209,7 +251,7 @@ class Caller:
 
     def __call__(
         self,
-        batch: Batch,
+        batch,
         generator_seed: int,
         *,
         timeout: float | None = None,
@@ -218,7 +260,8 @@ class Caller:
         where: dict | None = None,
         generator_state: torch.Tensor | None = None,
     ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray | None], float]:
-        """(tokens [B, g+1] int64, (target, draft) probabilities as the adapter saw them, seconds in the adapter).
+        """(the output as the contract reads it: tokens [B, g+1] int64 for a chain; (target, draft) probabilities as
+        the adapter saw them; seconds in the adapter).
 
         timeout: seconds before the call is declared hung (default: the hang limit of its scenario, hangs.py).
         Raises AdapterFailure (kind 'exception', 'malformed', 'hang' or 'crash'), with `where` as its call.
@@ -226,10 +269,12 @@ class Caller:
         outputs of it the call read (None: past the forced ones, or the generator was not read as a stream).
         """
         dtype = dtype or self.adapter.dtype
-        job, seen = _job(batch, generator_seed, dtype, self.adapter.device, self.adapter.ragged, uniforms,
-                         generator_state)  # fmt: skip
-        rows = len(batch.num_draft)
-        key, elements = _rate_key(where, uniforms), int(np.prod(batch.target_probs.shape[1:]))
+        declared = {name: getattr(self.adapter, name) for name in self.form.declares}
+        job, seen = _job(batch, generator_seed, dtype, self.adapter.device, declared, uniforms, generator_state,
+                         self.form)  # fmt: skip
+        rows = len(batch.draft_tokens)
+        target = batch.target_probs  # None: a pipeline, which computes its own probabilities
+        key, elements = _rate_key(where, uniforms), 1 if target is None else int(np.prod(target.shape[1:]))
         timeout = self.limits.limit(key, rows, elements) if timeout is None else timeout
         if self.mode == "inline":
             reply = _execute(self.adapter.verify, job)
@@ -370,7 +415,7 @@ def _serve(conn, verify, dump) -> None:
 
 def call(
     adapter: Adapter,
-    batch: Batch,
+    batch,
     generator_seed: int,
     *,
     timeout: float,
@@ -381,4 +426,4 @@ def call(
     return Caller(adapter, mode="thread")(batch, generator_seed, timeout=timeout, uniforms=uniforms, dtype=dtype)
 
 
-__all__ = ["AdapterFailure", "Caller", "abandoned_threads", "call", "call_inputs", "call_mode"]
+__all__ = ["CHAIN", "AdapterFailure", "CallForm", "Caller", "abandoned_threads", "call", "call_inputs", "call_mode"]

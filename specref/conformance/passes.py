@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import checks
 from .adapters import Adapter
 from .calls import AdapterFailure, Caller
 from .joint import joint_counts
@@ -96,7 +95,7 @@ def first_call_rows(s: Scenario) -> int:
 class Calls:
     """What the calls produced: the tallies, every call's provenance, and how the calls ended."""
 
-    tallies: dict[str, checks.Tally]
+    tallies: dict  # scenario -> its tally (checks.Tally, tree.checks.TreeTally)
     fed: dict[str, list[dict]]  # provenance of every call, per scenario
     broken: dict[str, AdapterFailure] = field(default_factory=dict)  # scenario -> the adapter's failure
     stopped: str | None = None  # why the run stopped calling the adapter (a hang), or None
@@ -105,8 +104,9 @@ class Calls:
     first_rows: dict[str, int] = field(default_factory=dict)  # scenario -> rows of its probe-pass call (chunk 0)
 
     @classmethod
-    def start(cls, plan: list[Scenario], seed: int, rule: str) -> Calls:
-        return cls({s.name: checks.Tally(s, seed=seed, rule=rule) for s in plan}, {s.name: [] for s in plan})
+    def start(cls, plan: list[Scenario], seed: int, tally: Callable) -> Calls:
+        """tally(scenario) -> the contract's tally of one scenario (contracts.Contract.tally)."""
+        return cls({s.name: tally(s) for s in plan}, {s.name: [] for s in plan})
 
     def halted(self, s: Scenario, failure: AdapterFailure) -> bool:
         """Record a failure; True when it was a hang, which stops the run's calls."""
@@ -172,7 +172,7 @@ def _scenario_pass(caller, s: Scenario, calls: Calls, seed: int, fixed: int | No
                    owns) -> None:  # fmt: skip
     """One scenario's main pass, up to its cap (the fixed N, or the rows that buy little more) or its slice."""
     tally = calls.tallies[s.name]
-    cap = fixed if fixed is not None else _max_rows(s)
+    cap = fixed if fixed is not None else caller.contract.max_rows(s)
     if s.joint:
         call = functools.partial(feed, caller, s, calls, seed=seed, clock=clock)
         calls_rows = functools.partial(_rows_in_time, caller, s, slice_end=slice_end)  # a batch: JOINT_TOKENS calls
@@ -216,7 +216,7 @@ def _rows_in_time(caller: Caller, s: Scenario, rows: int, slice_end: float) -> i
 
 def _rows_for(caller: Caller, s: Scenario, rows: int, seconds: float) -> int:
     """At most the rows `seconds` buy at the scenario's expected rate (at least MIN_FIRST_ROWS); all when unknown."""
-    per_row = caller.limits.expected(s.name, 1, (s.gamma + 1) * s.vocab_size)
+    per_row = caller.limits.expected(s.name, 1, s.row_elements)
     if not per_row or per_row * rows <= seconds:
         return rows
     return int(max(MIN_FIRST_ROWS, min(rows, seconds / per_row)))
@@ -229,10 +229,6 @@ def _reserve(caller: Caller, budget_seconds: float) -> float:
     run_rows = 3 * 512 + 2 * 5 * 256 * caller.adapter.uniforms
     coupling = COUPLING_SECONDS * caller.adapter.uniforms
     return RESERVE_SHARE * budget_seconds + REPORT_SECONDS + coupling + min(run_rows * per_row, 0.25 * budget_seconds)
-
-
-def _max_rows(s: Scenario) -> int:
-    return probe_rows_needed() if s.probe else MAX_ROWS.get(s.name, MAX_ROWS["default"])
 
 
 def _probe_hopeless(rows: int, rows_before: int, begun: float, slice_end: float) -> bool:
@@ -248,6 +244,8 @@ def record(log: list, adapter: Adapter, s: Scenario, rows: int, seed: int, chunk
     """The provenance of one call (what a snippet needs to rebuild and repeat it), appended to the scenario's log."""
     where = {"scenario": s.name, "seed": seed, "chunk": chunk, "rows": rows, "generator_seed": generator_seed,
              "dtype": str(adapter.dtype), "device": str(adapter.device)}  # fmt: skip
+    if getattr(adapter, "scheme", None):  # a tree's drafting scheme rebuilds its batch
+        where["scheme"] = adapter.scheme
     if start_states is not None and not np.array_equal(start_states, np.full(rows, s.starts[0])):
         # a joint-loop call past the first: its start states came from earlier outputs (None: too many to keep)
         where["start_states"] = start_states.tolist() if rows <= MAX_RECORDED_STATES else None
@@ -257,12 +255,14 @@ def record(log: list, adapter: Adapter, s: Scenario, rows: int, seed: int, chunk
 
 def feed(caller: Caller, s: Scenario, calls: Calls, rows: int, chunk, start_states=None, *, seed: int,
          clock: Clock) -> tuple:  # fmt: skip
-    """One call on chunk `chunk` of scenario s: T0-checked and counted into its tally; returns (batch, tokens, seen)."""
+    """One call on chunk `chunk` of scenario s, T0-checked and counted into its tally: (batch, the emitted tokens
+    [B, width], the probabilities as seen, the [B] rows that passed the rule-free T0 checks)."""
+    contract = caller.contract
     tally = calls.tallies[s.name]
-    batch = s.inputs(rows, seed, chunk, start_states=start_states)
-    generator_seed = derive_seed("generator", seed, s.name, chunk)
+    batch = contract.inputs(caller.adapter, s, rows, seed, chunk, start_states)
+    generator_seed = derive_seed(contract.seed_key, seed, s.name, chunk)
     where = record(calls.fed[s.name], caller.adapter, s, rows, seed, chunk, generator_seed, start_states)
     out, seen, seconds = caller(batch, generator_seed, where=where)
-    tally.add(batch, out, seen, where)
+    good = tally.add(batch, out, seen, where)
     tally.seconds += seconds
-    return batch, out, seen
+    return batch, contract.tokens(out), seen, good
