@@ -14,7 +14,7 @@ import dataclasses
 
 import torch
 
-from . import calls
+from . import callform
 from .adapters import Adapter, as_adapter
 from .checks import Tally
 from .contracts import CHAIN
@@ -32,7 +32,7 @@ from .scenarios import SCENARIOS, Scenario, get, probe_rows_needed
 class ChainContract:
     name = CHAIN
     seed_key = "generator"
-    form = calls.CHAIN
+    form = callform.CHAIN
     shardable = True
     call_mode = None  # calls.call_mode decides: a forked worker for CPU adapters
 

@@ -299,7 +299,7 @@ def snippet(load: str, edge: dict, dtype: str, seed: int, edge_name: str = "acce
     return "\n".join([
         "import torch",
         load,
-        "from specref.conformance.calls import call_inputs",
+        "from specref.conformance.callform import call_inputs",
         "from specref.conformance.edge_probe import probe_batch",
         "from specref.forced import forced_state",
         f"batch = probe_batch({edge['batch']!r}, torch.{dtype}, rows={ROWS}, seed={seed})",

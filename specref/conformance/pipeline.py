@@ -23,7 +23,8 @@ from ..stats import CheckResult
 from ..stats.record import CheckId
 from . import registry
 from .adapters import Adapter
-from .calls import AdapterFailure, CallForm
+from .callform import CallForm
+from .calls import AdapterFailure
 from .checks import t0_result
 from .contracts import PIPELINE
 from .counts import Counts

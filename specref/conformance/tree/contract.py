@@ -16,7 +16,8 @@ import torch
 
 from ...reference.tree import uniforms_rng, verify_tree
 from ...stats import CheckResult
-from ..calls import AdapterFailure, CallForm, call_inputs
+from ..callform import CallForm, call_inputs
+from ..calls import AdapterFailure
 from ..checks import t0_result
 from ..contract_chain import adapter_from_record
 from ..contracts import TREE
