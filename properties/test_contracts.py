@@ -1,11 +1,7 @@
 """Chain, tree or pipeline is decided in one place (contracts.contract_of): run() takes any subject, the CLI asks
-run() alone, and a tree run asked for shards gets a usage error, not a TypeError (was exit 3)."""
+run() alone, and a pipeline run asked for shards is refused by name (trees shard: test_tree_shards.py)."""
 
 from __future__ import annotations
-
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -32,8 +28,6 @@ def test_run_checks_a_tree_verifier():
     assert report.adapter.kind == "tree" and report.scenarios["tree_star_cf"]["rows"] == 512, report.summary()
 
 
-def test_a_sharded_tree_run_is_a_usage_error(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "specref.cli", "conform", "tree-rsd", "--rows", "3000", "--shard",
-                             "0/2", "--report", str(tmp_path / "r")], capture_output=True, text=True, timeout=300,
-                            env=os.environ)  # fmt: skip
-    assert result.returncode == 2 and "run trees unsharded" in result.stderr, result.stderr
+def test_a_sharded_pipeline_run_is_refused_by_name():
+    with pytest.raises(ValueError, match="pipeline runs cannot be sharded"):
+        run(_Pipeline(), rows=10, shard="0/2")

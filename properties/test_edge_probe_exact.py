@@ -14,7 +14,8 @@ import torch
 
 from specref.conformance import run
 from specref.conformance.adapters import Adapter, as_adapter, builtin_adapters, contract_output, seeds_from
-from specref.conformance.calls import Caller, call_inputs
+from specref.conformance.callform import call_inputs
+from specref.conformance.calls import Caller
 from specref.conformance.cli import EXIT_CONFORMING, EXIT_NON_CONFORMING, _write_and_tell
 from specref.conformance.edge_probe import ROWS, edge_probe, probe_batch
 from specref.conformance.render import render_markdown

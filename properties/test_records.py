@@ -145,14 +145,19 @@ def test_every_tree_kind_appears_in_every_output():
     _in_outputs(report, tree)
 
 
-def test_a_shard_carries_every_declared_counter_and_refuses_an_undeclared_one():
-    tally = Tally(get("cf_dense_g4"))
-    encoded = shards.encode_tally(tally)
-    for kind in registry.for_contract(registry.CHAIN):
-        assert set(kind.forms[registry.CHAIN].counters) <= set(encoded), kind.name
+@pytest.mark.parametrize("contract", [registry.CHAIN, registry.TREE])
+def test_a_shard_carries_every_declared_counter_and_refuses_an_undeclared_one(contract):
+    from specref.conformance.tree.checks import TreeTally
+    from specref.conformance.tree.scenarios import get as tree_scenario
+
+    tally = Tally(get("cf_dense_g4")) if contract == registry.CHAIN else TreeTally(tree_scenario("tree_star_cf"),
+                                                                                      "iid", "mss")  # fmt: skip
+    encoded = tally.counts()
+    for kind in registry.for_contract(contract):
+        assert set(kind.forms[contract].counters) <= set(encoded), kind.name
     tally.extra = np.zeros(3, dtype=np.int64)  # a counter no kind declares: merge would drop it
     with pytest.raises(ValueError, match=r"\['extra'\] are declared by no check kind"):
-        shards.encode_tally(tally)
+        tally.counts()
 
 
 def test_kinds_are_declared_once_with_a_known_family_and_the_mutants_name_only_declared_kinds():

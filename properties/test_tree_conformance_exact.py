@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
+from specref.conformance.calls import Caller
 from specref.conformance.tree import builtin_tree_adapters, run_tree
 from specref.conformance.tree.adapters import TreeAdapter
-from specref.conformance.tree.calls import TreeCaller
 from specref.conformance.tree.checks import TreeTally, tree_t0
 from specref.conformance.tree.scenarios import EAGLE, SCENARIOS, get, layout
 from specref.exact_tree import tv_from_target
@@ -110,8 +110,8 @@ def test_expected_laws_are_exact_and_lossless():
 def test_caller_carries_a_tree_and_a_failure():
     s = get("tree_eagle_markov").given(torch.float32)
     batch = s.inputs(64, 0, 0, "iid")
-    with TreeCaller(builtin_tree_adapters()["tree-mss"]()) as caller:
-        tokens, nodes, seen, _ = caller(batch, 7, timeout=60)
+    with Caller(builtin_tree_adapters()["tree-mss"]()) as caller:  # the tree contract's call (tree/contract.py)
+        (tokens, nodes), seen, _ = caller(batch, 7, timeout=60)
     assert tokens.shape == (64, 8) and nodes.shape == (64, 7)
     checks, *_ = tree_t0(batch, tokens, nodes, seen[0], s.vocab_size)
     assert not any(bad.any() for bad in checks.values())
@@ -124,9 +124,9 @@ def test_caller_carries_a_tree_and_a_failure():
 
 
 def test_chain_adapter_runs_chain_scenarios_only():
-    from specref.conformance.tree.runner import scenarios_for_tree
+    from specref.conformance.tree.contract import TREE_CONTRACT
 
-    names = {s.name for s in scenarios_for_tree(builtin_tree_adapters()["tree-chain-batched"]())}
+    names = {s.name for s in TREE_CONTRACT.scenarios(builtin_tree_adapters()["tree-chain-batched"]())}
     assert names == {n for n, s in SCENARIOS.items() if s.chains_only} and "tree_eagle_markov" not in names
 
 

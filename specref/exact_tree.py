@@ -6,6 +6,9 @@ included, and composes: after the walk moves to a child, it uses fresh randomnes
 child's context and shape, just as `specref.exact.sequence_law` composes cycles. method="replay" enumerates the
 whole cycle end to end, to cross-check the composition on small cases.
 
+`rule` is any rule `specref.reference.tree.parse_rule` reads, a sibling order included ("mss:random-order"): the
+order's draws are random choices of the walk like the others, so its law is enumerated the same way.
+
 Lossless means: the emitted tokens, continued by sampling from the target, have the target's law. So
 `tv_from_target` compares the law of the emitted tokens completed by the target to n tokens (n the longest
 possible emission) with the target's own law of n tokens; it is 0 exactly for a lossless rule.

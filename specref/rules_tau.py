@@ -22,6 +22,7 @@ from .reference.drafting import chain_shape, shape_depth, shape_size
 #: (label, scheme, rule) of the lossless tree rules; on a chain, mss is token verification.
 TREE_RULES = [
     ("MSS, i.i.d. children", "iid", "mss"),
+    ("MSS, random sibling order", "iid", "mss:random-order"),
     ("RSD, without replacement", "without_replacement", "rsd"),
     ("RSD, i.i.d. de-duplicated", "dedup", "rsd"),
     ("target-only, top-k children", "topk", "target_only"),

@@ -187,27 +187,40 @@ def designed_power(records: list, distance: float) -> float:
         return math.nan
     n = float(np.median([r.n for r in records]))
     alpha = float(np.median([r.details.get("holm", {}).get("bonferroni_alpha", r.alpha) for r in records]))
-    kind = registry.get(records[0].id.kind)
-    if kind.name == "mean_tau":
-        beta = records[0].details.get("beta", 1e-3)
-        detectable = float(np.median([r.detectable_tv for r in records]))
-        standard_error = detectable / (norm.isf(alpha / 2) + norm.isf(beta))
-        return float(norm.sf(norm.isf(alpha / 2) - distance / standard_error))
-    if kind.name == "reject_rate":  # exact binomial per position, Bonferroni over m positions
-        positions = records[0].details.get("positions", [])
-        if not positions:
-            return math.nan
-        m = len(positions)
-        first = min(positions, key=lambda entry: entry["trials"])
-        p0 = first["p0"]
-        sides = [p0 + sign * distance for sign in (+1, -1) if 0 <= p0 + sign * distance <= 1]
-        return min(binomial_power(first["trials"], p0, p, alpha / m) for p in sides) if sides else math.nan
+    return POWER[registry.get(records[0].id.kind).power](records, n, alpha, distance)
+
+
+def _normal_mean_power(records: list, n: float, alpha: float, distance: float) -> float:
+    beta = records[0].details.get("beta", 1e-3)
+    detectable = float(np.median([r.detectable_tv for r in records]))
+    standard_error = detectable / (norm.isf(alpha / 2) + norm.isf(beta))
+    return float(norm.sf(norm.isf(alpha / 2) - distance / standard_error))
+
+
+def _binomial_positions_power(records: list, n: float, alpha: float, distance: float) -> float:
+    """Exact binomial per position, Bonferroni over m positions: the power at the position with fewest trials."""
+    positions = records[0].details.get("positions", [])
+    if not positions:
+        return math.nan
+    m = len(positions)
+    first = min(positions, key=lambda entry: entry["trials"])
+    p0 = first["p0"]
+    sides = [p0 + sign * distance for sign in (+1, -1) if 0 <= p0 + sign * distance <= 1]
+    return min(binomial_power(first["trials"], p0, p, alpha / m) for p in sides) if sides else math.nan
+
+
+def _chisquare_power(records: list, n: float, alpha: float, distance: float) -> float:
     df = int(np.median([r.df for r in records]))
     hidden = float(np.median([r.hidden_mass for r in records]))
     if df < 1:
         return math.nan
     critical = rule_critical(alpha, df) if df >= 2 else float(chi2.isf(alpha, 1))
     return float(ncx2.sf(critical, df, 4.0 * n * max(0.0, distance - hidden) ** 2))
+
+
+#: The designed power of each model a check kind declares (registry.CheckKind.power).
+POWER = {"normal mean": _normal_mean_power, "binomial positions": _binomial_positions_power,
+         "chi-square": _chisquare_power}  # fmt: skip
 
 
 def power_summary(sw: Sweep, null: Sweep | None, caught_by: list[str], lossy: bool) -> dict:

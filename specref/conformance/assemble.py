@@ -12,7 +12,7 @@ from ..stats import CheckResult, ErrorBudget
 from . import checks
 from .adapters import Adapter
 from .calls import AdapterFailure
-from .diagnosis import rule_diagnosis
+from .contracts import contract as contract_for
 from .report import Report
 from .run_checks import failure_details, not_run
 from .run_plan import RunPlan
@@ -37,24 +37,25 @@ def build_report(adapter: Adapter, plan: RunPlan, counted: Counted, run_results:
 
     wall_seconds: a callable read when the verdict is made (the run's time, checks included).
     """
+    contract = contract_for(adapter)
     report = Report(adapter, seed=seed, budget_seconds=budget_seconds, alpha=alpha)
     adapter_results, not_run_list = [], list(run_not_run)  # not run: listed last, after the failures explaining them
     for s in plan.scenarios:
-        adapter_results += scenario_checks(report, s, plan, counted, not_run_list)
+        adapter_results += scenario_checks(report, s, plan, counted, not_run_list, contract)
     report.add_t0("run", adapter_results + run_results + not_run_list)
     report.finish(ErrorBudget(alpha), wall_seconds(), family_size=len(plan.alphas))
     if report.law_kept:
-        report.rule_diagnosis = rule_diagnosis(counted.tallies, adapter.rule, alpha)
+        report.rule_diagnosis = contract.rule_diagnosis(adapter, counted.tallies, alpha)
     return report
 
 
-def scenario_checks(report: Report, s: Scenario, plan: RunPlan, counted: Counted, not_run_list: list) -> list:
+def scenario_checks(report: Report, s: Scenario, plan: RunPlan, counted: Counted, not_run_list: list,
+                    contract) -> list:  # fmt: skip
     """Add scenario s's summary and checks to the report; returns its adapter check (appended to the run's)."""
     tally, calls, failure = counted.tallies[s.name], counted.summary(s.name), counted.broken.get(s.name)
     report.scenarios[s.name] = {
         "description": s.description,
-        "features": s.features,
-        "gamma": s.gamma,
+        **contract.describe(report.adapter, s, tally, failure),
         "vocab_size": s.vocab_size,
         "rows": tally.rows,
         "rows_per_second": tally.rows / tally.seconds if tally.seconds else None,
@@ -71,17 +72,16 @@ def scenario_checks(report: Report, s: Scenario, plan: RunPlan, counted: Counted
     if tally.rows:
         report.add_t0(s.name, tally.t0_results())
     else:
-        not_run_list += [not_run(f"{kind}[{s.name}]", why) for kind in checks.T0_CHECKS]
+        not_run_list += [not_run(f"{kind}[{s.name}]", why) for kind in tally.t0_kinds()]
     scenario_plan = plan.checks[s.name]
     kinds = {kind: plan.alphas[f"{kind}[{s.name}]"] for kind in scenario_plan.tested}
     skipped = [checks.not_tested(f"{kind}[{s.name}]", reason) for kind, reason in scenario_plan.skipped.items()]
     if why:
         not_run_list += [not_run(f"{kind}[{s.name}]", why) for kind in [*kinds, *scenario_plan.certain]]
-    elif "joint_law" in kinds:
-        report.add_t2(s.name, [checks.joint_law_result(tally, kinds["joint_law"])])
     else:
         report.add_t0(s.name, tally.certain_results(scenario_plan.certain))
-        report.add_t2(s.name, tally.t2_results(kinds) + skipped, tally)
+        plotted = not s.joint and contract.plots(tally)
+        report.add_t2(s.name, tally.t2_results(kinds) + skipped, tally if plotted else None)
     if s.probe:
         report.probe = probe_summary(s, tally, report.adapter)
     return results

@@ -15,8 +15,8 @@ Two modes, chosen per adapter (`call_mode`):
            and the CLI leaves by os._exit when any is alive, since one returning into a finalising interpreter aborts
            the process.
   inline   the current thread, no timeout: for the harness's own reference engine only.
-Every mode builds the adapter's arguments with `call_inputs`, so tokens are bit-identical between them; reproduce
-snippets call it too.
+Every mode builds the adapter's arguments with callform.py's `call_inputs` (the contract's CallForm), so tokens are
+bit-identical between them; reproduce snippets call it too.
 
 The hang limit of a call comes from hangs.HangLimits: the rate of the call's own scenario (or, for a scenario's
 first call, the slowest rates seen, per row and per row element), within a ceiling tied to the run's budget. A call
@@ -43,9 +43,9 @@ import torch
 from ..errors import AdapterFailure
 from ..forced import outputs_used
 from .adapters import Adapter
+from .callform import CHAIN, CallForm, _arguments, _job, call_inputs
 from .hangs import HangLimits
 from .locate import describe_error, locate, raised_at
-from .scenarios import Batch
 
 #: 'process' or 'thread' forces a mode (where possible); unset: process for CPU adapters where fork exists.
 MODE_ENV = "SPECREF_CALL_MODE"
@@ -70,88 +70,6 @@ def call_mode(adapter: Adapter) -> str:
     return "process"
 
 
-# --- the adapter's arguments ---------------------------------------------------------------------------------------
-
-
-def _broadcast(array: np.ndarray) -> bool:
-    """A context-free [B, n, V] view of one row (scenarios.py): cast and ship one row only."""
-    return array.ndim == 3 and array.strides[:2] == (0, 0)
-
-
-def _cast(array: np.ndarray | None, dtype: torch.dtype) -> tuple[tuple | None, np.ndarray | None]:
-    """Cast once to the adapter's dtype: (its bytes, packed to build the adapter's tensor from, the same numbers in
-    float64 for the T0 checks). Bytes, since numpy has no bfloat16; a broadcast row is cast and packed once."""
-    if array is None:
-        return None, None
-    if _broadcast(array):
-        row = torch.from_numpy(np.array(array[0, 0])).to(dtype)  # [V]
-        seen = np.broadcast_to(row.to(torch.float64, copy=True).numpy(), array.shape)
-        return ("row", row.view(torch.uint8).numpy(), array.shape), seen
-    cast = torch.from_numpy(np.ascontiguousarray(array)).to(dtype, copy=True)  # copy: never the caller's array
-    return ("array", cast.view(torch.uint8).numpy()), cast.to(torch.float64, copy=True).numpy()
-
-
-def _tensor(packed: tuple | None, dtype: torch.dtype, device: str) -> torch.Tensor | None:
-    if packed is None:
-        return None
-    cast = torch.from_numpy(packed[1]).view(dtype).to(device)
-    return cast.expand(packed[2]).contiguous() if packed[0] == "row" else cast
-
-
-def call_inputs(
-    batch: Batch,
-    generator_seed: int,
-    *,
-    dtype: torch.dtype = torch.float32,
-    device: str = "cpu",
-    ragged: bool = False,
-    uniforms: np.ndarray | None = None,
-    generator_state: torch.Tensor | None = None,
-) -> tuple[tuple, dict]:
-    """(args, kwargs) exactly as the harness passes them to verify for this batch (reproduce snippets call this).
-
-    num_draft is passed only to a ragged adapter and only when some row drafts fewer than g tokens.
-    generator_state: a CPU generator state (specref.forced) the generator starts in instead of the seeded one.
-    """
-    return _arguments(_job(batch, generator_seed, dtype, device, ragged, uniforms, generator_state)[0])
-
-
-def _job(batch: Batch, generator_seed: int, dtype, device, ragged: bool, uniforms,
-         generator_state=None) -> tuple[dict, tuple]:  # fmt: skip
-    """(what the adapter's arguments are built from, small enough to send to a worker: no [B, g+1, V] copy of a
-    broadcast row; the (target, draft) probabilities as the adapter will see them, in float64)."""
-    target, target_seen = _cast(batch.target_probs, dtype)
-    draft, draft_seen = _cast(batch.draft_probs, dtype)
-    num_draft = batch.num_draft if ragged and (batch.num_draft < batch.draft_tokens.shape[1]).any() else None
-    job = {
-        "target": target,
-        "draft": draft,
-        "tokens": batch.draft_tokens,
-        "num_draft": num_draft,
-        "uniforms": uniforms,
-        "dtype": dtype,
-        "device": str(device),
-        "generator_seed": int(generator_seed),
-        "generator_state": None if generator_state is None else generator_state.numpy().copy(),
-    }
-    return job, (target_seen, draft_seen)
-
-
-def _arguments(job: dict) -> tuple[tuple, dict]:
-    device, dtype = job["device"], job["dtype"]
-    generator = torch.Generator(device=device).manual_seed(job["generator_seed"])
-    if job.get("generator_state") is not None:  # the edge probe's forced state (specref.forced)
-        generator.set_state(torch.from_numpy(job["generator_state"]))
-    target, draft = _tensor(job["target"], dtype, device), _tensor(job["draft"], dtype, device)
-    args = (target, draft, torch.from_numpy(job["tokens"].copy()).to(device), generator)
-    kwargs = {}
-    if job["num_draft"] is not None:
-        kwargs["num_draft"] = torch.from_numpy(job["num_draft"].copy()).to(device)
-    if job["uniforms"] is not None:
-        kwargs["uniforms"] = torch.from_numpy(job["uniforms"]).to(device)
-    return args, kwargs
-
-
 # --- one call, wherever it runs -------------------------------------------------------------------------------------
 
 
@@ -164,7 +82,7 @@ def _execute(verify, job: dict) -> tuple:
     start = time.perf_counter()
     try:
         out = verify(*args, **kwargs)
-        tokens = _as_tokens(out, job["tokens"].shape)
+        tokens = job["form"].read(out, job)
     except AdapterFailure as failure:
         return ("failure", failure.kind, failure.message, None)
     except BaseException as error:  # noqa: BLE001 -- anything the adapter raises is a verdict, not a crash
@@ -175,27 +93,20 @@ def _execute(verify, job: dict) -> tuple:
     return ("ok", tokens, seconds, outputs_used(args[3].get_state()))  # how far the forced stream was read
 
 
-def _as_tokens(out, shape: tuple[int, int]) -> np.ndarray:
-    rows, gamma = shape
-    if not isinstance(out, torch.Tensor):
-        raise AdapterFailure("malformed", f"returned {type(out).__name__}, expected a torch.Tensor")
-    if tuple(out.shape) != (rows, gamma + 1):
-        expected = f"[B, g+1] = [{rows}, {gamma + 1}]"
-        raise AdapterFailure("malformed", f"returned shape {tuple(out.shape)}, expected {expected}")
-    if out.dtype != torch.int64:
-        raise AdapterFailure("malformed", f"returned dtype {out.dtype}, expected torch.int64")
-    return out.detach().cpu().numpy().copy()
-
-
 # --- the caller ------------------------------------------------------------------------------------------------------
 
 
 class Caller:
     """Calls one adapter in its mode (module docstring); use as a context manager, or close() when done."""
 
-    def __init__(self, adapter: Adapter, mode: str | None = None, limits: HangLimits | None = None):
+    def __init__(self, adapter: Adapter, mode: str | None = None, limits: HangLimits | None = None,
+                 contract=None):  # fmt: skip
+        from .contracts import contract as contract_for
+
         self.adapter = adapter
-        self.mode = mode or call_mode(adapter)
+        self.contract = contract or contract_for(adapter)  # contracts.py: chain, tree or pipeline
+        self.form = self.contract.form  # how its calls are built and read
+        self.mode = mode or self.contract.call_mode or call_mode(adapter)
         self.limits = limits or HangLimits(None, DEFAULT_FLOOR)
         self.workers_started = 0
         self.outputs_used: int | None = None  # outputs of a forced generator state the last call read
@@ -209,7 +120,7 @@ class Caller:
 
     def __call__(
         self,
-        batch: Batch,
+        batch,
         generator_seed: int,
         *,
         timeout: float | None = None,
@@ -218,7 +129,8 @@ class Caller:
         where: dict | None = None,
         generator_state: torch.Tensor | None = None,
     ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray | None], float]:
-        """(tokens [B, g+1] int64, (target, draft) probabilities as the adapter saw them, seconds in the adapter).
+        """(the output as the contract reads it: tokens [B, g+1] int64 for a chain; (target, draft) probabilities as
+        the adapter saw them; seconds in the adapter).
 
         timeout: seconds before the call is declared hung (default: the hang limit of its scenario, hangs.py).
         Raises AdapterFailure (kind 'exception', 'malformed', 'hang' or 'crash'), with `where` as its call.
@@ -226,10 +138,12 @@ class Caller:
         outputs of it the call read (None: past the forced ones, or the generator was not read as a stream).
         """
         dtype = dtype or self.adapter.dtype
-        job, seen = _job(batch, generator_seed, dtype, self.adapter.device, self.adapter.ragged, uniforms,
-                         generator_state)  # fmt: skip
-        rows = len(batch.num_draft)
-        key, elements = _rate_key(where, uniforms), int(np.prod(batch.target_probs.shape[1:]))
+        declared = {name: getattr(self.adapter, name) for name in self.form.declares}
+        job, seen = _job(batch, generator_seed, dtype, self.adapter.device, declared, uniforms, generator_state,
+                         self.form)  # fmt: skip
+        rows = len(batch.draft_tokens)
+        target = batch.target_probs  # None: a pipeline, which computes its own probabilities
+        key, elements = _rate_key(where, uniforms), 1 if target is None else int(np.prod(target.shape[1:]))
         timeout = self.limits.limit(key, rows, elements) if timeout is None else timeout
         if self.mode == "inline":
             reply = _execute(self.adapter.verify, job)
@@ -370,7 +284,7 @@ def _serve(conn, verify, dump) -> None:
 
 def call(
     adapter: Adapter,
-    batch: Batch,
+    batch,
     generator_seed: int,
     *,
     timeout: float,
@@ -381,4 +295,4 @@ def call(
     return Caller(adapter, mode="thread")(batch, generator_seed, timeout=timeout, uniforms=uniforms, dtype=dtype)
 
 
-__all__ = ["AdapterFailure", "Caller", "abandoned_threads", "call", "call_inputs", "call_mode"]
+__all__ = ["CHAIN", "AdapterFailure", "CallForm", "Caller", "abandoned_threads", "call", "call_inputs", "call_mode"]

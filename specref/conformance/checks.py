@@ -26,6 +26,7 @@ from ..stats import CheckResult
 from ..stats import not_tested as _not_tested
 from ..stats.record import CheckId
 from . import laws, registry
+from .counts import Counts
 from .plan import family_of, plan_for
 from .registry import CHAIN
 from .scenarios import Batch, Scenario
@@ -80,7 +81,7 @@ def not_tested(name: str, reason: str) -> CheckResult:
 
 
 @dataclass
-class Tally:
+class Tally(Counts):
     """Everything a scenario's checks need, accumulated over verify calls. `rule` is the declared rule: it decides
     the T0 residual-support check; the counts themselves are rule-free."""
 
@@ -105,8 +106,10 @@ class Tally:
         self.reached = np.zeros(g, dtype=np.int64)
         self.rejected = np.zeros(g, dtype=np.int64)
 
-    def add(self, batch: Batch, out: np.ndarray, probs_seen: tuple[np.ndarray, np.ndarray | None], where: dict) -> None:
-        """T0-check one call's output [B, g+1] and count what the T2 checks need.
+    def add(self, batch: Batch, out: np.ndarray, probs_seen: tuple[np.ndarray, np.ndarray | None],
+            where: dict) -> np.ndarray:  # fmt: skip
+        """T0-check one call's output [B, g+1] and count what the T2 checks need; returns the [B] rows that pass the
+        rule-free T0 checks (the joint loop follows only those).
 
         probs_seen: the target and draft rows as the adapter received them (after the cast to its dtype), so
         that support checks use the numbers the adapter saw.
@@ -115,7 +118,7 @@ class Tally:
         rows = out.shape[0]
         self.rows += rows
         if sc.probe and self._probe_clean(batch, out, probs_seen[0]):
-            return  # the probe's rows are all certainly right: nothing more to count (see _probe_clean)
+            return np.ones(rows, dtype=bool)  # the probe's rows are all right: nothing more to count (_probe_clean)
         violations, accepted = t0_violations(batch, out, probs_seen[0], v)
         good = np.ones(rows, dtype=bool)
         for name, bad in violations.items():  # each row is charged to the first check it breaks
@@ -123,7 +126,7 @@ class Tally:
             good &= ~bad
 
         if sc.probe:  # a probe is sized in tens of millions of rows and has no T2 check: T0 is all it needs
-            return
+            return good
         last = out[np.arange(rows), accepted]  # the correction or bonus token
         self._residual_support(good & (accepted < batch.num_draft), accepted, last, batch, out, probs_seen, where)
 
@@ -150,6 +153,7 @@ class Tally:
             if self.pairs is None:
                 self.pairs = np.zeros((v, v), dtype=np.int64)
             np.add.at(self.pairs, (out[half, 0], out[half + 1, 0]), 1)
+        return good
 
     @staticmethod
     def _probe_clean(batch: Batch, out: np.ndarray, target_seen: np.ndarray) -> bool:
@@ -194,6 +198,18 @@ class Tally:
                 "num_draft": int(batch.num_draft[row]),
             }
 
+    def counts(self) -> dict:
+        return {**super().counts(), "support_violations": self.support_violations}
+
+    def absorb(self, part: dict) -> None:
+        super().absorb(part)
+        for rule_name, count in part["support_violations"].items():
+            self.support_violations[rule_name] += count
+
+    def t0_kinds(self) -> tuple[str, ...]:
+        """The T0 kinds of every call (listed as not run when the scenario got no rows)."""
+        return T0_CHECKS
+
     def t0_results(self) -> list[CheckResult]:
         return [
             t0_result(name, self.violations[name], self.rows, {"example": self.examples.get(name)})
@@ -232,8 +248,3 @@ class Tally:
             observed += float(counts @ accepted)
             expected += counts.sum() * float(laws.length_law(self.scenario, s, nd, rule) @ accepted)
         return observed, expected
-
-
-def joint_law_result(tally: Tally, alpha: float) -> CheckResult:
-    """The joint law's check (kinds.py) on a joint scenario's tally."""
-    return tally._t2("joint_law", alpha)

@@ -32,7 +32,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..extras import MATPLOTLIB, TORCH, adapter_requirements, notice, require
 from ..outputs import REPORTS, default_folder
-from .contracts import CHAIN, TREE, contract_of
+from .contracts import contract, contract_of
 from .progress import ProgressBar
 from .resolve import list_builtins, resolve, select_scenarios
 from .snippets import absolute_spec
@@ -112,8 +112,8 @@ def conform(args: argparse.Namespace) -> int:
             _check_shard(args.shard, args.rows)
         require(f"IMPL={args.impl!r}", *adapter_requirements(args.impl))  # before torch is imported
         adapter, label = resolve(args.impl, tree=getattr(args, "tree", False))
-        if args.shard is not None and contract_of(adapter) != CHAIN:
-            raise UsageError(f"--shard={args.shard!r} applies to chain kernels; run {contract_of(adapter)}s unsharded")
+        if args.shard is not None and not contract(adapter).shardable:
+            raise UsageError(f"--shard={args.shard!r}: {contract_of(adapter)} runs cannot be sharded; run it unsharded")
         scenarios = select_scenarios(adapter, args.scenarios)
         out_dir = args.report or _default_folder(label)
         _check_writable(out_dir, "--report")
@@ -247,10 +247,8 @@ def _write_and_tell(report, out_dir, spec, json_file, *, plots, stream, allow_ed
 
     try:
         paths = write_report(report, out_dir, spec=spec, plots=plots)
-        if plots and contract_of(report.adapter) == TREE:
-            from .tree.picture import add_to_report
-
-            add_to_report(report, paths)
+        if plots:
+            contract(report.adapter).draw(report, paths)  # the contract's own pictures (trees: acceptance per node)
     except Exception:  # noqa: BLE001 -- writing the report is specref's own job
         return _internal_error(spec)
     if json_file == "-":

@@ -59,9 +59,9 @@ def rule_fit(tallies: dict, rule: str, alpha: float) -> dict:
 
 def tree_rule_diagnosis(tallies: dict, declared: str, scheme: str, alpha: float) -> dict:
     """The same diagnosis for a tree run: every other tree rule that is lossless on the adapter's drafting scheme
-    (tree.adapters.RULE_SCHEMES), tested on its own plan (TreeTally.planned under that rule) with its own alphas; and
-    the acceptance ratio against the declared rule (accepted drafts over those the declared rule's exact law
-    expects on the same rows)."""
+    (tree.adapters.RULE_SCHEMES, sibling-order variants such as "mss:random-order" included), tested on its own
+    plan (TreeTally.planned under that rule) with its own alphas; and the acceptance ratio against the declared
+    rule (accepted drafts over those the declared rule's exact law expects on the same rows)."""
     from .tree.adapters import RULE_SCHEMES
 
     counted = {name: t for name, t in tallies.items() if t.rows and not t.scenario.joint}

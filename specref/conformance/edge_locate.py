@@ -22,7 +22,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .adapters import Adapter
-from .calls import call_inputs
+from .callform import call_inputs
 from .scenarios import Batch
 
 _HARNESS = os.path.dirname(os.path.abspath(__file__))

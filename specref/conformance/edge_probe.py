@@ -23,9 +23,9 @@ numpy, an engine's sampler) or runs on CUDA (Philox cannot be forced) gets "rare
 are not tested, never passed. Where the generator cannot be forced but the adapter declares `uniforms` (CUDA), the
 same batches are called with a 0 injected in one column at a time (`inject`).
 
-Trees: the tree harness (tree/runner.py) does not run this probe yet. Its hook is the same call after the tree
-run's run-level checks, with tree batches whose first child has p = 0 (a root coin of 0 then shows SGLang's
-`coin <= prob_acc`); it waits for the unified run of chains and trees.
+Trees: the tree contract (tree/contract.py) runs no forced probe yet (its `edge_probe` returns None). Its hook is
+the same call with the batches above as one-node trees (the first child has p = 0: a root coin of 0 then shows
+SGLang's `coin <= prob_acc`), read back through the tree contract's call form.
 """
 
 from __future__ import annotations
@@ -299,7 +299,7 @@ def snippet(load: str, edge: dict, dtype: str, seed: int, edge_name: str = "acce
     return "\n".join([
         "import torch",
         load,
-        "from specref.conformance.calls import call_inputs",
+        "from specref.conformance.callform import call_inputs",
         "from specref.conformance.edge_probe import probe_batch",
         "from specref.forced import forced_state",
         f"batch = probe_batch({edge['batch']!r}, torch.{dtype}, rows={ROWS}, seed={seed})",

@@ -262,14 +262,14 @@ declare(CheckKind("bonus_law", RULE, "T2", "given all drafts accepted, the bonus
                   forms={CHAIN: Form(_bonus_plan, _bonus_law, ("bonus",))}))  # fmt: skip
 declare(CheckKind("reject_rate", RULE, "T2", "P(reject at i | reached i) equals the rule's Z_i, every position "
                   "(exact binomial)", statistic="largest |rate - Z| over positions (exact binomial per position)",
-                  bins="position", distance="|p - p0|", plot="reject",
+                  bins="position", distance="|p - p0|", plot="reject", power="binomial positions",
                   forms={CHAIN: Form(_reject_plan, _reject_rate, ("reached", "rejected"))}))  # fmt: skip
 declare(CheckKind("accepted_length_law", RULE, "T2", "accepted-count law equals the rule's exact law", statistic=X2,
                   bins="accepted count", strata="(start state, num_draft)", plot="length",
                   forms={CHAIN: Form(_length_plan, _length_law, ("length",))}))  # fmt: skip
 declare(CheckKind("mean_tau", RULE, "T2", "mean tokens per cycle equals the rule's closed form",
                   statistic="mean shift of tau (Bennett bound)", bins="tokens per cycle",
-                  distance="mean shift in tokens per cycle",
+                  distance="mean shift in tokens per cycle", power="normal mean",
                   forms={CHAIN: Form(_mean_tau_plan, _mean_tau, ("length",))}))  # fmt: skip
 declare(CheckKind("row_independence", RULE, "T2", "identical rows in one call give independent outputs, each "
                   "following the rule", statistic="Pearson X^2 (exact binomial count on 2 bins)",

@@ -95,7 +95,7 @@ add_form("first_token_law", TREE, Form(_first_plan, _first_law, ("first",), "law
                                        "P at the root"))  # fmt: skip
 declare(CheckKind("depth_acceptance", RULE, "T2", "P(accept at depth d | reached depth d-1) equals the rule's exact "
                   "rate, per shape and depth", statistic="largest |rate - exact rate| over (shape, depth) (exact "
-                  "binomial per depth)", bins="(shape, depth)", distance="|p - p0|",
+                  "binomial per depth)", bins="(shape, depth)", distance="|p - p0|", power="binomial positions",
                   forms={TREE: Form(_depth_plan, _depth_acceptance, ("length",))}))  # fmt: skip
 add_form("accepted_length_law", TREE, Form(_length_plan, _length_law, ("length",), "accepted-count law per shape "
                                            "equals the rule's exact law"))  # fmt: skip

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import checks
 from .adapters import Adapter
 from .calls import AdapterFailure, Caller
 from .joint import joint_counts
@@ -31,8 +30,13 @@ MAX_ROWS = {"default": 400_000, "large_v8193_g2": 200_000, "large_v151936_g1": 2
 MIN_ROWS = 256
 #: The most of the budget the rare-edge probe may take (it stops earlier once it reaches its target power).
 PROBE_SHARE = 0.45
-#: A call sized to the time left has at least this many rows; a first call, at least MIN_FIRST_ROWS.
-MIN_CALL_ROWS, MIN_FIRST_ROWS = 64, 2
+#: A call sized to the time left has at least this many rows (when they take under MIN_CALL_SECONDS; else at least
+#: one row, or no call); a first call, at least MIN_FIRST_ROWS.
+MIN_CALL_ROWS, MIN_FIRST_ROWS, MIN_CALL_SECONDS = 64, 2, 0.25
+#: A call sized to the time left takes at most this share of its slice's time left, at its scenario's slowest rate:
+#: a machine that slows k-fold mid-slice (another job starts) overruns it by at most (k x CALL_SHARE - 1) of it, and
+#: the slow call re-rates the calls after it.
+CALL_SHARE = 0.5
 #: The most of the time left the probe pass may take, in equal shares per scenario left.
 PROBE_PASS_SHARE = 0.5
 #: The share of the budget kept after the main pass, on top of the run-level checks' expected time (_reserve), and
@@ -91,7 +95,7 @@ def first_call_rows(s: Scenario) -> int:
 class Calls:
     """What the calls produced: the tallies, every call's provenance, and how the calls ended."""
 
-    tallies: dict[str, checks.Tally]
+    tallies: dict  # scenario -> its tally (checks.Tally, tree.checks.TreeTally)
     fed: dict[str, list[dict]]  # provenance of every call, per scenario
     broken: dict[str, AdapterFailure] = field(default_factory=dict)  # scenario -> the adapter's failure
     stopped: str | None = None  # why the run stopped calling the adapter (a hang), or None
@@ -100,8 +104,9 @@ class Calls:
     first_rows: dict[str, int] = field(default_factory=dict)  # scenario -> rows of its probe-pass call (chunk 0)
 
     @classmethod
-    def start(cls, plan: list[Scenario], seed: int, rule: str) -> Calls:
-        return cls({s.name: checks.Tally(s, seed=seed, rule=rule) for s in plan}, {s.name: [] for s in plan})
+    def start(cls, plan: list[Scenario], seed: int, tally: Callable) -> Calls:
+        """tally(scenario) -> the contract's tally of one scenario (contracts.Contract.tally)."""
+        return cls({s.name: tally(s) for s in plan}, {s.name: [] for s in plan})
 
     def halted(self, s: Scenario, failure: AdapterFailure) -> bool:
         """Record a failure; True when it was a hang, which stops the run's calls."""
@@ -167,11 +172,13 @@ def _scenario_pass(caller, s: Scenario, calls: Calls, seed: int, fixed: int | No
                    owns) -> None:  # fmt: skip
     """One scenario's main pass, up to its cap (the fixed N, or the rows that buy little more) or its slice."""
     tally = calls.tallies[s.name]
-    cap = fixed if fixed is not None else _max_rows(s)
+    cap = fixed if fixed is not None else caller.contract.max_rows(s)
     if s.joint:
         call = functools.partial(feed, caller, s, calls, seed=seed, clock=clock)
+        calls_rows = functools.partial(_rows_in_time, caller, s, slice_end=slice_end)  # a batch: JOINT_TOKENS calls
+        size = None if fixed is not None else lambda rows: calls_rows(rows * JOINT_TOKENS) // JOINT_TOKENS
         tally.joint = joint_counts(call, s, cap, JOINT_TOKENS, slice_end=slice_end, deadline=clock.deadline,
-                                   owns=lambda batch: owns(batch + 1))  # fmt: skip
+                                   owns=lambda batch: owns(batch + 1), size=size)  # fmt: skip
         if fixed is not None and time.perf_counter() >= slice_end:
             calls.cut[s.name] = fixed
         return
@@ -182,6 +189,8 @@ def _scenario_pass(caller, s: Scenario, calls: Calls, seed: int, fixed: int | No
         rows_now = int(min(s.rows_per_call, cap - planned))
         if fixed is None:  # sized by time: a call should end by the slice's end, at this scenario's measured rate
             rows_now = _rows_in_time(caller, s, rows_now, slice_end)
+            if not rows_now:  # not one row fits in the slice's time left
+                break
         if owns(chunk):
             feed(caller, s, calls, rows_now, chunk, seed=seed, clock=clock)
         planned += rows_now
@@ -193,16 +202,21 @@ def _scenario_pass(caller, s: Scenario, calls: Calls, seed: int, fixed: int | No
 
 
 def _rows_in_time(caller: Caller, s: Scenario, rows: int, slice_end: float) -> int:
-    """At most the rows the time to slice_end buys at the scenario's slowest measured rate (at least MIN_CALL_ROWS)."""
+    """At most the rows CALL_SHARE of the time to slice_end buys at the scenario's slowest measured rate. At least
+    MIN_CALL_ROWS when they take under MIN_CALL_SECONDS; else 0 when not one row fits (a row at V = 151,936 takes
+    0.7 s under load: a floor of 64 rows made a 45 s call past a 60 s budget)."""
     rate = caller.limits.row_rate.get(s.name)
     if not rate:
         return rows
-    return int(min(rows, max(MIN_CALL_ROWS, (slice_end - time.perf_counter()) / rate)))
+    fit = CALL_SHARE * (slice_end - time.perf_counter()) / rate
+    if MIN_CALL_ROWS * rate <= MIN_CALL_SECONDS:
+        fit = max(fit, MIN_CALL_ROWS)
+    return int(min(rows, fit))
 
 
 def _rows_for(caller: Caller, s: Scenario, rows: int, seconds: float) -> int:
     """At most the rows `seconds` buy at the scenario's expected rate (at least MIN_FIRST_ROWS); all when unknown."""
-    per_row = caller.limits.expected(s.name, 1, (s.gamma + 1) * s.vocab_size)
+    per_row = caller.limits.expected(s.name, 1, s.row_elements)
     if not per_row or per_row * rows <= seconds:
         return rows
     return int(max(MIN_FIRST_ROWS, min(rows, seconds / per_row)))
@@ -215,10 +229,6 @@ def _reserve(caller: Caller, budget_seconds: float) -> float:
     run_rows = 3 * 512 + 2 * 5 * 256 * caller.adapter.uniforms
     coupling = COUPLING_SECONDS * caller.adapter.uniforms
     return RESERVE_SHARE * budget_seconds + REPORT_SECONDS + coupling + min(run_rows * per_row, 0.25 * budget_seconds)
-
-
-def _max_rows(s: Scenario) -> int:
-    return probe_rows_needed() if s.probe else MAX_ROWS.get(s.name, MAX_ROWS["default"])
 
 
 def _probe_hopeless(rows: int, rows_before: int, begun: float, slice_end: float) -> bool:
@@ -234,6 +244,8 @@ def record(log: list, adapter: Adapter, s: Scenario, rows: int, seed: int, chunk
     """The provenance of one call (what a snippet needs to rebuild and repeat it), appended to the scenario's log."""
     where = {"scenario": s.name, "seed": seed, "chunk": chunk, "rows": rows, "generator_seed": generator_seed,
              "dtype": str(adapter.dtype), "device": str(adapter.device)}  # fmt: skip
+    if getattr(adapter, "scheme", None):  # a tree's drafting scheme rebuilds its batch
+        where["scheme"] = adapter.scheme
     if start_states is not None and not np.array_equal(start_states, np.full(rows, s.starts[0])):
         # a joint-loop call past the first: its start states came from earlier outputs (None: too many to keep)
         where["start_states"] = start_states.tolist() if rows <= MAX_RECORDED_STATES else None
@@ -243,12 +255,14 @@ def record(log: list, adapter: Adapter, s: Scenario, rows: int, seed: int, chunk
 
 def feed(caller: Caller, s: Scenario, calls: Calls, rows: int, chunk, start_states=None, *, seed: int,
          clock: Clock) -> tuple:  # fmt: skip
-    """One call on chunk `chunk` of scenario s: T0-checked and counted into its tally; returns (batch, tokens, seen)."""
+    """One call on chunk `chunk` of scenario s, T0-checked and counted into its tally: (batch, the emitted tokens
+    [B, width], the probabilities as seen, the [B] rows that passed the rule-free T0 checks)."""
+    contract = caller.contract
     tally = calls.tallies[s.name]
-    batch = s.inputs(rows, seed, chunk, start_states=start_states)
-    generator_seed = derive_seed("generator", seed, s.name, chunk)
+    batch = contract.inputs(caller.adapter, s, rows, seed, chunk, start_states)
+    generator_seed = derive_seed(contract.seed_key, seed, s.name, chunk)
     where = record(calls.fed[s.name], caller.adapter, s, rows, seed, chunk, generator_seed, start_states)
     out, seen, seconds = caller(batch, generator_seed, where=where)
-    tally.add(batch, out, seen, where)
+    good = tally.add(batch, out, seen, where)
     tally.seconds += seconds
-    return batch, out, seen
+    return batch, contract.tokens(out), seen, good

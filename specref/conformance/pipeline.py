@@ -1,76 +1,214 @@
-"""Conformance for whole pipelines (kind "pipeline"): prompts in, n-token continuations out, checked against the
+"""The whole pipeline's contract (contracts.Contract): prompts in, n-token continuations out, checked against the
 target's exact continuation law after its logits processors (specref.hf).
 
-A pipeline adapter (specref.hf.pipelines.PipelineAdapter) offers generate(prompts [B, T], n_new, seed) ->
-[B, n_new] and exact_law(prompt, n_new). The law check is a Pearson chi-square over the V^n continuations; an
-impossible continuation that shows up fails outright. The run's alpha is split over its prompts by Bonferroni.
+    pipeline.generate(prompts [B, T] int64, n_new, seed: int) -> continuations [B, n_new] int64
+    pipeline.law_array(prompt, n_new) -> [V] * n_new, the exact law        (specref.hf.pipelines.PipelineAdapter)
+
+A scenario is one prompt (the pipeline's first suggested one: row-loop pipelines need every sample), its rows the
+prompt repeated; each call gets an int seed derived like every contract's generator seeds. Checks: the call
+(adapter), every token an id in [0, V) (t0_valid_ids), and a Pearson chi-square of the V^n continuations
+(joint_law; an impossible continuation that shows up fails outright). Pipelines own their engines' seeding, so
+they get no reproducibility check, no coupling and no forced rare-edge probe (a seed cannot carry a forced
+generator state); their runs are not sharded (merge would need the law, which only the pipeline computes).
 """
 
 from __future__ import annotations
 
-import time
+from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
-from ..stats import ErrorBudget
+from ..stats import CheckResult
+from ..stats.record import CheckId
+from . import registry
 from .adapters import Adapter
+from .callform import CallForm
+from .calls import AdapterFailure
 from .checks import t0_result
-from .report import Report
+from .contracts import PIPELINE
+from .counts import Counts
+from .plan import Plan
+from .registry import TEST
 
+#: Tokens of each continuation.
 N_NEW = 3
-MAX_SAMPLES = 40_000
-PROBE = 200
+#: Rows (continuations) past which the law check gains little, and rows per call.
+MAX_ROWS, ROWS_PER_CALL = 40_000, 8192
 
 
-def run_pipeline(pipeline, *, seed: int = 0, budget_seconds: float = 300.0, alpha: float = 1e-3, progress=None):
-    from ..hf.lawcheck import law_check
+@dataclass
+class PipelineRun(Adapter):
+    """A pipeline as the harness runs it: verify is its generate; `pipeline` gives the prompts and the exact law."""
 
-    tell = progress or (lambda message, fraction: None)
-    started = time.perf_counter()
-    prompts = list(pipeline.suggested_prompts[:1]) or [(0,)]  # one prompt: row-loop pipelines need every sample
-    adapter = Adapter(pipeline.name, verify=None, kind="pipeline", notes=pipeline.description)
-    report = Report(adapter, seed=seed, budget_seconds=budget_seconds, alpha=alpha)
-    alphas = ErrorBudget(alpha).split([f"joint_law[prompt{i}]" for i in range(len(prompts))])
-    for i, prompt in enumerate(prompts):
-        name = f"prompt{i}"
-        law = pipeline.law_array(prompt, N_NEW)
-        share = (budget_seconds * 0.9 - (time.perf_counter() - started)) / (len(prompts) - i)
-        samples, seconds, error = [], 0.0, None
-        try:
-            probe, seconds = _generate(pipeline, prompt, PROBE, seed * 1000 + i * 100)
-            samples.append(probe)
-            rate = PROBE / max(seconds, 1e-6)
-            n = int(min(MAX_SAMPLES, max(PROBE, rate * share))) - PROBE
-            if n > 0:
-                rest, more = _generate(pipeline, prompt, n, seed * 1000 + i * 100 + 1)
-                samples.append(rest)
-                seconds += more
-        except (ValueError, RuntimeError, TypeError) as failure:
-            error = f"{type(failure).__name__}: {failure}"
-        rows = sum(len(s) for s in samples)
-        report.scenarios[name] = {"description": f"continuations of prompt {list(prompt)}", "gamma": None,
-                                  "vocab_size": pipeline.vocab_size, "rows": rows,
-                                  "rows_per_second": rows / seconds if seconds else None}  # fmt: skip
-        report.add_t0(name, [t0_result("adapter", int(error is not None), rows, {"error": error})])
-        if error is None:
-            try:
-                check = f"joint_law[{name}]"
-                result = law_check(torch.cat(samples), law, alpha=alphas[check], name=check)
-                report.add_t2(name, [result])
-            except ValueError as failure:  # out-of-range ids: a certain failure
-                report.add_t0(name, [t0_result("t0_valid_ids", 1, rows, {"error": str(failure)})])
-        tell(f"{name}: {rows:,} continuations", (i + 1) / len(prompts))
-    report.finish(ErrorBudget(alpha), time.perf_counter() - started, family_size=len(alphas))
-    return report
+    kind: str = PIPELINE
+    pipeline: object = None
 
 
-def _generate(pipeline, prompt, n: int, seed: int) -> tuple[torch.Tensor, float]:
-    start = time.perf_counter()
-    out = pipeline.generate(torch.tensor([list(prompt)] * n, dtype=torch.long), N_NEW, seed)
-    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (n, N_NEW):
-        raise ValueError(f"generate returned {type(out).__name__} of shape {getattr(out, 'shape', None)}, "
-                         f"expected [{n}, {N_NEW}]")  # fmt: skip
-    return out.detach().cpu().long(), time.perf_counter() - start
+@dataclass
+class PromptBatch:
+    prompts: np.ndarray  # [B, T] int64
+    target_probs = None  # a pipeline computes its own probabilities
+    draft_probs = None
+
+    @property
+    def draft_tokens(self) -> np.ndarray:  # the rows a call carries (calls.Caller counts them here)
+        return self.prompts
 
 
-__all__ = ["run_pipeline", "N_NEW"]
+@dataclass
+class PromptScenario:
+    name: str
+    prompt: tuple[int, ...]
+    law: np.ndarray  # [V] * N_NEW: the target's exact law of the continuations
+    rows_per_call: int = ROWS_PER_CALL
+    joint, probe, identical_rows = False, False, False
+    starts = np.zeros(1, dtype=np.int64)
+
+    @property
+    def description(self) -> str:
+        return f"continuations of prompt {list(self.prompt)}"
+
+    @property
+    def vocab_size(self) -> int:
+        return self.law.shape[0]
+
+    @property
+    def row_elements(self) -> int:
+        return N_NEW * self.vocab_size
+
+    def given(self, dtype) -> PromptScenario:
+        return self
+
+    def inputs(self, rows: int, seed: int, chunk, start_states=None) -> PromptBatch:
+        return PromptBatch(np.tile(np.asarray(self.prompt, dtype=np.int64), (rows, 1)))
+
+
+@dataclass
+class PipelineTally(Counts):
+    CONTRACT = PIPELINE
+
+    scenario: PromptScenario
+    rows: int = 0
+    seconds: float = 0.0
+    violations: dict = field(default_factory=lambda: {"t0_valid_ids": 0})
+    examples: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.continuations = np.zeros(self.scenario.vocab_size**N_NEW, dtype=np.int64)  # [V^n], first token major
+
+    def add(self, batch: PromptBatch, out: np.ndarray, seen, where: dict) -> np.ndarray:
+        self.rows += len(out)
+        v = self.scenario.vocab_size
+        good = ((out >= 0) & (out < v)).all(1)
+        if not good.all():
+            self.violations["t0_valid_ids"] += int((~good).sum())
+            row = int(np.flatnonzero(~good)[0])
+            self.examples.setdefault("t0_valid_ids", {**where, "row": row, "output": out[row].tolist()})
+        np.add.at(self.continuations, np.ravel_multi_index(out[good].T, (v,) * N_NEW), 1)
+        return good
+
+    def t0_kinds(self) -> tuple[str, ...]:
+        return ("t0_valid_ids",)
+
+    def t0_results(self) -> list[CheckResult]:
+        return [t0_result("t0_valid_ids", self.violations["t0_valid_ids"], self.rows,
+                          {"example": self.examples.get("t0_valid_ids")})]  # fmt: skip
+
+    def certain_results(self, kinds: list[str]) -> list[CheckResult]:
+        return []
+
+    def t2_results(self, alphas: dict[str, float]) -> list[CheckResult]:
+        name = self.scenario.name
+        return [registry.get(kind).forms[PIPELINE].evaluate(self, alpha, "exact", str(CheckId(kind, name)))
+                for kind, alpha in alphas.items()]  # fmt: skip
+
+
+# --- the call ------------------------------------------------------------------------------------------------------
+
+
+def _fields(batch: PromptBatch, declared: dict) -> dict:
+    return {"tokens": batch.prompts}
+
+
+def _arguments(job: dict, target, draft, generator) -> tuple[tuple, dict]:
+    return (torch.from_numpy(job["tokens"].copy()), N_NEW, job["generator_seed"]), {}
+
+
+def _read(out, job: dict) -> np.ndarray:
+    rows = len(job["tokens"])
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (rows, N_NEW):
+        raise AdapterFailure("malformed", f"generate returned {type(out).__name__} of shape "
+                             f"{tuple(getattr(out, 'shape', ()))}, expected [{rows}, {N_NEW}]")  # fmt: skip
+    return out.detach().cpu().long().numpy().copy()
+
+
+#: The pipeline's call: generate(prompts [B, T], n_new, seed) -> [B, n_new].
+FORM = CallForm(_fields, _arguments, _read)
+
+
+class PipelineContract:
+    name = PIPELINE
+    seed_key = "pipeline"
+    form = FORM
+    shardable = False
+    call_mode = "thread"  # engines (vLLM, llama.cpp) hold threads and processes a fork would not carry
+
+    def wrap(self, subject, name: str | None = None) -> PipelineRun:
+        if isinstance(subject, PipelineRun):
+            return subject
+        return PipelineRun(name or subject.name, verify=subject.generate, notes=subject.description,
+                           pipeline=subject)  # fmt: skip
+
+    def catalogue(self) -> dict:
+        return {}  # a pipeline's scenarios are its own prompts
+
+    def get(self, name: str):
+        raise ValueError(f"scenario={name!r}: a pipeline's scenarios are its prompts; none can be named")
+
+    def scenarios(self, adapter: PipelineRun) -> list[PromptScenario]:
+        pipeline = adapter.pipeline
+        prompts = list(pipeline.suggested_prompts[:1]) or [(0,)]
+        return [PromptScenario(f"prompt{i}", tuple(p), pipeline.law_array(p, N_NEW)) for i, p in enumerate(prompts)]
+
+    def plan(self, adapter: PipelineRun, scenario: PromptScenario) -> Plan:
+        return Plan(tested=[k.name for k in registry.for_contract(PIPELINE, "T2") if k.forms[PIPELINE].plan(scenario)
+                            == TEST])  # fmt: skip
+
+    def tally(self, adapter: PipelineRun, scenario: PromptScenario, seed: int) -> PipelineTally:
+        return PipelineTally(scenario)
+
+    def inputs(self, adapter, scenario: PromptScenario, rows: int, seed: int, chunk, start_states=None):
+        return scenario.inputs(rows, seed, chunk)
+
+    def tokens(self, out: np.ndarray) -> np.ndarray:
+        return out
+
+    def max_rows(self, scenario: PromptScenario) -> int:
+        return MAX_ROWS
+
+    def run_checks(self, caller, plan, seed: int, stopped: str | None) -> tuple[list, list]:
+        return [], []
+
+    def edge_probe(self, caller, seed: int):
+        return None
+
+    def describe(self, adapter, scenario: PromptScenario, tally: PipelineTally, failure) -> dict:
+        return {"gamma": None, "prompt": list(scenario.prompt)}
+
+    def plots(self, tally: PipelineTally) -> bool:
+        return False
+
+    def rule_diagnosis(self, adapter, tallies: dict, alpha: float) -> dict:
+        return {}
+
+    def draw(self, report, paths: dict) -> None:
+        pass
+
+    def adapter_from_record(self, record: dict):
+        raise ValueError("pipeline runs are not sharded, so they are never merged")
+
+
+PIPELINE_CONTRACT = PipelineContract()
+
+__all__ = ["N_NEW", "PIPELINE_CONTRACT", "PipelineContract", "PipelineRun"]

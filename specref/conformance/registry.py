@@ -7,7 +7,8 @@ predicate (does it apply to a scenario, can it fail), the test, and the counters
 arrays (shards.py), the calibration's distances and the mutants' `caught_by` all read this registry.
 
 The kinds themselves are declared next to their tests: chain kinds in kinds.py, tree kinds in kinds_tree.py (which
-also adds the tree form of the kinds both contracts run). `KINDS` loads both on first use.
+also adds the tree form of the kinds both contracts run), the pipeline's forms in kinds_pipeline.py. `kinds()`
+loads them on first use.
 
     kind = registry.get("correction_law")
     kind.family, kind.statistic, kind.bins        # "rule", "Pearson X^2 over strata", "token"
@@ -26,10 +27,14 @@ CONTRACT, LAW, RULE = "contract", "law", "rule"
 #: A rare edge the forced probe showed (edge_probe.py): its own verdict, "non-conforming: rare edge".
 EDGE = "edge"
 FAMILIES = (CONTRACT, LAW, RULE, EDGE)
-CHAIN, TREE = "chain", "tree"
+CHAIN, TREE, PIPELINE = "chain", "tree", "pipeline"
 #: Tiers: T0 runs on every call (certain), T2 is statistical (spends alpha), "run" is a run-level certain check,
 #: "call" is the adapter check (it ran, no exception, no hang, a well-formed output).
 TIERS = ("T0", "T2", "run", "call")
+
+#: The designed-power models: a chi-square on df bins (noncentral chi-square), exact binomials per position
+#: (Bonferroni over them), a normal mean shift (Bennett-bounded standard error).
+POWER_MODELS = ("chi-square", "binomial positions", "normal mean")
 
 #: The plan predicate's answers besides a skip reason (a str) and None (the kind does not apply to the scenario).
 TEST, CERTAIN = "test", "certain"
@@ -61,9 +66,12 @@ class CheckKind:
     strata: str = ""  # what a stratum is, when the law is split by one
     distance: str = "TV"  # the unit of the detectable distance it reports
     plot: str | None = None  # plot group (plots.PLOT_FILES): "first", "length", "reject"
+    power: str = "chi-square"  # how its designed power is computed (calibration.analysis.POWER): its test's family
     forms: dict[str, Form] = field(default_factory=dict)
 
     def __post_init__(self):
+        if self.power not in POWER_MODELS:
+            raise ValueError(f"power={self.power!r} of {self.name!r} must be one of {POWER_MODELS}")
         if self.family not in FAMILIES:
             raise ValueError(f"family={self.family!r} of {self.name!r} must be one of {FAMILIES}")
         if self.tier not in TIERS:
@@ -78,7 +86,7 @@ class CheckKind:
 
 
 _KINDS: dict[str, CheckKind] = {}
-_MODULES = ("specref.conformance.kinds", "specref.conformance.kinds_tree")
+_MODULES = ("specref.conformance.kinds", "specref.conformance.kinds_tree", "specref.conformance.kinds_pipeline")
 _loaded = False
 
 

@@ -13,6 +13,7 @@ from ..stats import CheckResult, ErrorBudget
 from ..stats.record import STATUSES, CheckId, json_safe
 from . import laws, precision, registry
 from .adapters import Adapter
+from .contracts import contract_of
 from .plan import LAW, RULE, describe, family_of
 
 CONFORMING, NON_CONFORMING, LOSSY = "conforming", "non-conforming", "lossy by configuration"
@@ -86,8 +87,7 @@ class Report:
         for r in results:
             tier = "none" if r.details.get("tier") == "none" else "T2"  # "none": planned out (plan.py), no alpha
             self.checks.append(dataclasses.replace(r, details={**r.details, "tier": tier, "family": family(r)}))
-        # identical rows share one fixed draft, so their token laws are not p: nothing to plot against p
-        if tally is not None and tally.scenario.vocab_size <= PLOT_MAX_VOCAB and not tally.scenario.identical_rows:
+        if tally is not None:  # the contract decides which scenarios are plotted (contracts.Contract.plots)
             self.plots[scenario] = _plot_series(tally)
 
     def finish(self, budget: ErrorBudget, wall_seconds: float, family_size: int) -> None:
@@ -186,6 +186,7 @@ class Report:
         return json_safe(
             {
                 "impl": a.name,
+                "contract": contract_of(a),
                 "verdict": self.verdict,
                 "passed": self.passed,
                 "seed": self.seed,
@@ -203,7 +204,9 @@ class Report:
                     "lossy": a.lossy,
                     "notes": a.notes,
                     "uniform_dtype": str(getattr(a, "uniform_dtype", None) or "") or None,
-                    **({"scheme": a.scheme, "nodes": a.nodes} if a.kind == "tree" else {}),
+                    **(
+                        {"scheme": a.scheme, "nodes": a.nodes, "chains_only": a.chains_only} if a.kind == "tree" else {}
+                    ),  # fmt: skip
                 },
                 "rows_as_given": precision.describe(a.dtype),
                 "law_kept": self.law_kept,

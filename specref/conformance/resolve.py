@@ -165,12 +165,13 @@ def select_scenarios(adapter, names: str | None) -> list[str] | None:
     """The --scenarios list, validated against the scenarios the adapter's capabilities allow."""
     if names is None:
         return None
-    if not hasattr(adapter, "verify"):
+    from .contracts import PIPELINE, TREE, contract_of, scenario_names
+
+    if contract_of(adapter) == PIPELINE:
         raise UsageError("--scenarios applies to verify-level adapters, not to pipelines")
     wanted = [n.strip() for n in names.split(",") if n.strip()]
     if not wanted:
         raise UsageError(f"--scenarios={names!r} is empty")
-    from .contracts import TREE, contract_of, scenario_names
 
     allowed, known = scenario_names(adapter)
     for name in wanted:

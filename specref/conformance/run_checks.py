@@ -1,5 +1,6 @@
-"""The run-level T0 checks: reproducibility (same generator seed, same tokens) and token-for-token coupling with the
-reference engine (adapters that accept injected uniforms and declare the exact rule)."""
+"""The run-level T0 checks: reproducibility (same generator seed, same tokens: every contract) and a chain kernel's
+token-for-token coupling with the reference engine (adapters that accept injected uniforms and declare the exact
+rule; the tree contract's coupling is in tree/contract.py)."""
 
 from __future__ import annotations
 
@@ -9,19 +10,19 @@ import torch
 from ..stats import CheckResult
 from . import checks
 from .calls import AdapterFailure, Caller
-from .passes import Clock, derive_seed, record
-from .scenarios import SCENARIOS
+from .passes import derive_seed, record
+from .scenarios import SCENARIOS, Scenario
 
 
-def run_checks(caller: Caller, seed: int, clock: Clock, stopped: str | None) -> tuple[list, list]:
-    """(results, not run): reproducibility, and coupling where the adapter allows it; both not run after a hang."""
-    adapter = caller.adapter
-    coupled = adapter.uniforms and adapter.rule == "exact"  # the reference engine implements the exact rule
+def run_checks(caller: Caller, repro: Scenario, coupled: bool, coupling, seed: int,
+               stopped: str | None) -> tuple[list, list]:  # fmt: skip
+    """(results, not run): reproducibility on scenario `repro`, and coupling(caller, seed) where `coupled`; both not
+    run after a hang. Every contract's run-level checks (contracts.Contract.run_checks) are these."""
     if stopped:
         return [], [not_run(f"{name}[run]", stopped) for name in ["reproducibility"] + ["coupling"] * coupled]
-    results = [reproducibility(caller, seed, clock)]
+    results = [reproducibility(caller, repro, seed)]
     if coupled:
-        results.append(coupling(caller, seed, clock))
+        results.append(coupling(caller, seed))
     return results, []
 
 
@@ -36,28 +37,28 @@ def failure_details(failure: AdapterFailure) -> dict:
     return {"error": str(failure), "kind": failure.kind, "raised_at": failure.location, "call": failure.call}
 
 
-def reproducibility(caller: Caller, seed: int, clock: Clock) -> CheckResult:
+def reproducibility(caller: Caller, s: Scenario, seed: int, rows: int = 512) -> CheckResult:
     """Same generator seed twice: identical tokens. A different seed: different tokens (chance ~ 0 at 512 rows)."""
-    s = SCENARIOS["cf_dense_g4"].given(caller.adapter.dtype)
-    batch = s.inputs(512, seed, "repro")
+    contract = caller.contract
+    batch = contract.inputs(caller.adapter, s, rows, seed, "repro")
     log: list = []
     try:
         outs = []
         for generator_seed in (derive_seed("repro", seed),) * 2 + (derive_seed("repro", seed) + 1,):
-            where = record(log, caller.adapter, s, 512, seed, "repro", generator_seed)
-            outs.append(caller(batch, generator_seed, where=where)[0])
+            where = record(log, caller.adapter, s, rows, seed, "repro", generator_seed)
+            outs.append(contract.tokens(caller(batch, generator_seed, where=where)[0]))
     except AdapterFailure as failure:
         return checks.t0_result("reproducibility", 1, 0, failure_details(failure))
     first, again, other = outs
     differs = int((first != again).any(1).sum())
     same_other = bool((first == other).all())
     return checks.t0_result(
-        "reproducibility", differs + int(same_other), 512,
+        "reproducibility", differs + int(same_other), rows,
         {"rows_differing_under_same_seed": differs, "identical_under_other_seed": same_other},
     )  # fmt: skip
 
 
-def coupling(caller: Caller, seed: int, clock: Clock) -> CheckResult:
+def chain_coupling(caller: Caller, seed: int) -> CheckResult:
     """Injected uniforms, float64 inputs: tokens must equal specref.reference's, token for token."""
     from .adapters import reference_adapter
 

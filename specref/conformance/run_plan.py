@@ -10,13 +10,13 @@ import numpy as np
 
 from ..stats import ErrorBudget
 from .adapters import Adapter
-from .plan import Plan, plan_for
-from .scenarios import SCENARIOS, Scenario, get
+from .plan import Plan
+from .scenarios import SCENARIOS, Scenario
 
 
 @dataclass
 class RunPlan:
-    scenarios: list[Scenario]  # as the adapter's dtype gives them (Scenario.given)
+    scenarios: list  # as the adapter's dtype gives them (Scenario.given, TreeScenario.given)
     checks: dict[str, Plan]  # scenario name -> its tested, certain and skipped checks
     alphas: dict[str, float]  # "kind[scenario]" -> alpha, for every T2 check
 
@@ -41,13 +41,16 @@ def scenarios_for(adapter: Adapter) -> list[Scenario]:
     ]
 
 
-def make_plan(adapter: Adapter, scenarios: list[str | Scenario] | None, alpha: float) -> RunPlan:
-    """The scenarios (default: all the adapter's capabilities allow), their checks, and the alpha split."""
+def make_plan(adapter: Adapter, scenarios: list | None, alpha: float, contract=None) -> RunPlan:
+    """The scenarios (default: all the adapter's capabilities allow), their checks, and the alpha split.
+    contract: the adapter's (contracts.Contract; default: the chain kernel's)."""
+    if contract is None:
+        from .contract_chain import CHAIN_CONTRACT as contract
     if scenarios is None:
-        chosen = scenarios_for(adapter)
+        chosen = contract.scenarios(adapter)
     else:
-        chosen = [(s if isinstance(s, Scenario) else get(s)).given(adapter.dtype) for s in scenarios]
-    checks = {s.name: plan_for(s, adapter.rule) for s in chosen}
+        chosen = [(contract.get(s) if isinstance(s, str) else s).given(adapter.dtype) for s in scenarios]
+    checks = {s.name: contract.plan(adapter, s) for s in chosen}
     t2_names = [f"{kind}[{s.name}]" for s in chosen for kind in checks[s.name].tested]
     alphas = ErrorBudget(alpha).split(t2_names) if t2_names else {}
     return RunPlan(chosen, checks, alphas)

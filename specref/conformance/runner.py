@@ -36,17 +36,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from . import laws
-from .adapters import as_adapter
 from .assemble import build_report
 from .calls import AdapterFailure, Caller
-from .contracts import PIPELINE, TREE, contract_of
+from .contracts import contract as contract_for
 from .diagnosis import rule_diagnosis
-from .edge_probe import EdgeProbe, edge_probe
+from .edge_probe import EdgeProbe
 from .hangs import HangLimits
 from .passes import Calls, Clock, Sizing, derive_seed, main_pass, probe_pass
 from .report import Report
-from .run_checks import run_checks
 from .run_plan import make_plan, scenarios_for
 from .scenarios import Scenario
 from .shards import Shard, fixed_rows, shard_report
@@ -71,8 +68,9 @@ def run(
     shard: tuple[int, int] | str | None = None,
     started: float | None = None,
 ) -> Report:
-    """Check one implementation: a verify function, an Adapter, or an object with `verify`; a tree verifier (a
-    TreeAdapter, or an object declaring kind='tree': tree/runner.py); a whole pipeline (kind='pipeline').
+    """Check one implementation under its contract (contracts.py): a chain kernel (a verify function, an Adapter,
+    or an object with `verify`); a tree verifier (a TreeAdapter, or an object declaring kind='tree'); a whole
+    pipeline (kind='pipeline').
 
     scenarios: names from SCENARIOS or Scenario objects (default: all the adapter's capabilities allow).
     budget_seconds: the run's time budget; default DEFAULT_BUDGET (300 s), or none at all when `rows` is given.
@@ -87,34 +85,23 @@ def run(
         budget_seconds = DEFAULT_BUDGET
     _check_arguments(budget_seconds, alpha)
     part = None if shard is None else Shard.of(shard)
-    contract = contract_of(verify)  # chain, tree or pipeline: decided here, once
-    if contract == TREE:
-        if part is not None:
-            raise ValueError(f"shard={shard!r}: tree runs cannot be sharded yet; run them unsharded")
-        from .tree.runner import run_tree
-
-        return run_tree(verify, seed=seed, budget_seconds=budget_seconds, alpha=alpha, name=name, scenarios=scenarios,
-                        rows=rows, progress=progress, started=started)  # fmt: skip
-    if contract == PIPELINE:
-        if part is not None:
-            raise ValueError(f"shard={shard!r}: whole pipelines cannot be sharded; run them unsharded")
-        from .pipeline import run_pipeline
-
-        return run_pipeline(verify, seed=seed, budget_seconds=budget_seconds or DEFAULT_BUDGET, alpha=alpha,
-                            progress=progress)  # fmt: skip
-    adapter = as_adapter(verify, name)
-    laws.check_rule(adapter.rule)
-    plan = make_plan(adapter, scenarios, alpha)  # plan: scenarios, checks, alpha split
+    contract = contract_for(verify)  # chain, tree or pipeline: decided here, once (contracts.py)
+    if part is not None and not contract.shardable:
+        raise ValueError(f"shard={shard!r}: {contract.name} runs cannot be sharded; run them unsharded")
+    adapter = contract.wrap(verify, name)
+    plan = make_plan(adapter, scenarios, alpha, contract)  # plan: scenarios, checks, alpha split
     sizing = _size(plan, budget_seconds, rows, part)  # size: a fixed N, or shares of the budget; a shard's chunks
     clock = Clock.start(budget_seconds, started)
     tell = progress or _silent
-    calls = Calls.start(plan.scenarios, seed, adapter.rule)
-    with Caller(adapter, limits=HangLimits(budget_seconds, MIN_CALL_TIMEOUT)) as caller:
+    calls = Calls.start(plan.scenarios, seed, lambda s: contract.tally(adapter, s, seed))
+    limits = HangLimits(budget_seconds, MIN_CALL_TIMEOUT)
+    with Caller(adapter, limits=limits, contract=contract) as caller:
         probe_pass(caller, plan.scenarios, calls, seed, clock, tell, sizing.owns, sizing)  # one small call each
         if not calls.stopped:
             main_pass(caller, plan.scenarios, calls, seed, sizing, clock, tell)  # calls: the main pass
-        run_results, run_not_run = run_checks(caller, seed, clock, calls.stopped) if sizing.owns(0) else ([], [])
-        edge = forced_edge_probe(caller, calls, seed, clock) if sizing.owns(0) else None  # edge_probe.py
+        run_results, run_not_run = (contract.run_checks(caller, plan, seed, calls.stopped)
+                                    if sizing.owns(0) else ([], []))  # fmt: skip
+        edge = forced_edge_probe(caller, calls, seed) if sizing.owns(0) else None  # edge_probe.py
         run_results += edge.results if edge else []
     if part is not None:
         return shard_report(adapter, plan, calls, run_results, run_not_run, shard=part, rows=sizing.rows, seed=seed,
@@ -127,12 +114,12 @@ def run(
     return report
 
 
-def forced_edge_probe(caller: Caller, calls: Calls, seed: int, clock: Clock) -> EdgeProbe | None:
-    """The deterministic rare-edge probe (edge_probe.py), unless a hang stopped the run's calls."""
+def forced_edge_probe(caller: Caller, calls: Calls, seed: int) -> EdgeProbe | None:
+    """The contract's deterministic rare-edge probe (edge_probe.py), unless a hang stopped the run's calls."""
     if calls.stopped:
         return None
     try:
-        return edge_probe(caller, seed, lambda: None)  # None: the hang limit of the call (hangs.py)
+        return caller.contract.edge_probe(caller, seed)
     except AdapterFailure as failure:  # a hang under a forced state: the run's calls stop here
         calls.stopped = f"the run stopped calling the adapter after a hang in the edge probe ({failure})"
         return None

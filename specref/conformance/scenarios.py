@@ -134,6 +134,11 @@ class Scenario:
         return self.target.shape[1]
 
     @property
+    def row_elements(self) -> int:
+        """Probabilities per row of a call: the g+1 target rows."""
+        return (self.gamma + 1) * self.vocab_size
+
+    @property
     def features(self) -> list[str]:
         """The declared features that change how the scenario is run and checked (its flags that are set)."""
         flags = {"ragged": self.ragged, "point_mass": self.point_mass, "identical_rows": self.identical_rows,

@@ -11,6 +11,7 @@ K of N runs the units u (chunk c is unit c, joint batch b is unit b + 1) with u 
 the raw counts; `merge` sums them and recomputes every check at the merged N, so the merged report equals, bit for
 bit, the report of one unsharded run with the same seed and rows (wall times aside), when no call fails.
 
+Every contract shards the same way (chains, trees, pipelines): a tally's counts travel as counts.py encodes them.
 A shard's own report carries only the certain checks (adapter, T0, run-level): a failure there is already the
 verdict (exit 1); otherwise its verdict is "partial" (exit 0) and the T2 checks wait for the merge.
 """
@@ -21,26 +22,21 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-import torch
-
 from .. import __version__
 from ..errors import MergeError
 from ..stats import CheckResult, ErrorBudget
-from . import checks, registry
+from . import checks
 from .adapters import Adapter
 from .assemble import build_report
 from .calls import AdapterFailure
+from .contracts import CONTRACTS, contract
+from .counts import chunk_of
 from .passes import Calls
-from .registry import CHAIN
 from .report import Report
 from .run_checks import failure_details
 from .run_plan import RunPlan, make_plan
 
 PARTIAL = "partial"
-#: The count arrays a chain shard carries: exactly those the registered kinds declare (registry.counters). An array
-#: a Tally holds that no kind declares is an error at encoding, never silently dropped at merge.
-ARRAYS = registry.counters(CHAIN)
 
 
 @dataclass(frozen=True)
@@ -104,10 +100,11 @@ def shard_report(adapter: Adapter, plan: RunPlan, calls: Calls, run_results: lis
     results = list(run_results)
     for s in plan.scenarios:
         tally, summary, failure = calls.tallies[s.name], calls.summary(s.name), calls.broken.get(s.name)
-        report.scenarios[s.name] = {"description": s.description, "features": s.features, "gamma": s.gamma,
-                                    "vocab_size": s.vocab_size,
-                                    "rows": tally.rows, "rows_per_second": tally.rows / tally.seconds
-                                    if tally.seconds else None, "calls": summary}  # fmt: skip
+        report.scenarios[s.name] = {"description": s.description,
+                                    **contract(adapter).describe(adapter, s, tally, failure),
+                                    "vocab_size": s.vocab_size, "rows": tally.rows,
+                                    "rows_per_second": tally.rows / tally.seconds if tally.seconds else None,
+                                    "calls": summary}  # fmt: skip
         if failure is not None:
             results.append(checks.t0_result(f"adapter[{s.name}]", 1, tally.rows, failure_details(failure)))
         if tally.rows:
@@ -123,7 +120,7 @@ def shard_report(adapter: Adapter, plan: RunPlan, calls: Calls, run_results: lis
         "scenarios": [s.name for s in plan.scenarios],
         "rows": rows,
         "specref": __version__,
-        "counts": {name: encode_tally(t) for name, t in calls.tallies.items()},
+        "counts": {name: t.counts() for name, t in calls.tallies.items()},
         "calls": {s.name: calls.summary(s.name) for s in plan.scenarios},
         "broken": {name: _encode_failure(f) for name, f in calls.broken.items()},
         "stopped": calls.stopped,
@@ -134,41 +131,8 @@ def shard_report(adapter: Adapter, plan: RunPlan, calls: Calls, run_results: lis
     return report
 
 
-# --- counts as JSON -------------------------------------------------------------------------------------------------
-
-
-def _encode_array(a: np.ndarray) -> dict:
-    """Sparse: the flat indices of the non-zero counts and the counts (vocabularies reach 151936)."""
-    flat = np.asarray(a).ravel()
-    index = np.flatnonzero(flat)
-    return {"shape": list(a.shape), "index": index.tolist(), "count": flat[index].tolist()}
-
-
-def _decode_array(record: dict) -> np.ndarray:
-    out = np.zeros(int(np.prod(record["shape"])), dtype=np.int64)
-    out[np.asarray(record["index"], dtype=np.int64)] = record["count"]
-    return out.reshape(record["shape"])
-
-
-def encode_tally(tally: checks.Tally) -> dict:
-    out = {"rows": tally.rows, "seconds": tally.seconds, "violations": tally.violations,
-           "support_violations": tally.support_violations, "examples": tally.examples}  # fmt: skip
-    undeclared = sorted(k for k, v in vars(tally).items() if isinstance(v, np.ndarray) and k not in ARRAYS)
-    if undeclared:
-        raise ValueError(f"Tally arrays {undeclared} are declared by no check kind (registry.py): a shard would drop "
-                         "them")  # fmt: skip
-    for name in ARRAYS:
-        value = getattr(tally, name)
-        out[name] = None if value is None else _encode_array(value)
-    return out
-
-
 def _encode_failure(failure: AdapterFailure) -> dict:
     return {"kind": failure.kind, "message": failure.message, "location": failure.location, "call": failure.call}
-
-
-def _chunk(where: dict | None) -> float:
-    return float("inf") if not where or not isinstance(where.get("chunk"), int) else where["chunk"]
 
 
 # --- merge ----------------------------------------------------------------------------------------------------------
@@ -178,7 +142,7 @@ def _chunk(where: dict | None) -> float:
 class Merged:
     """The shards' counts summed (assemble.Counted): what one unsharded run's calls would have left."""
 
-    tallies: dict[str, checks.Tally]
+    tallies: dict  # scenario -> its contract's tally
     summaries: dict[str, dict]
     broken: dict[str, AdapterFailure]
     stopped: str | None
@@ -241,19 +205,22 @@ def merge_records(records: list[tuple[str, dict]]) -> tuple[Report, str | None]:
     records: (folder or label, report.json record) of each shard, in any order."""
     records = check_shards(records)
     first = records[0][1]
-    adapter = _adapter_of(first)
-    plan = make_plan(adapter, first["shard"]["scenarios"], first["alpha"])
+    under = CONTRACTS[first["contract"]]
+    adapter = under.adapter_from_record(first)  # as the shards recorded it: merge never calls the implementation
+    plan = make_plan(adapter, first["shard"]["scenarios"], first["alpha"], under)
     if plan.fingerprint() != first["shard"]["plan"]:
         raise MergeError(f"{records[0][0]}: the shards' plan differs from this specref's (scenario rows, checks or "
                          f"alphas; shards by specref {first['shard']['specref']}, this is {__version__})")  # fmt: skip
     shards = [record["shard"] for _, record in records]
     merged = Merged({}, {}, {}, None, set(plan.checks))
     for s in plan.scenarios:
-        merged.tallies[s.name] = _sum_tallies(s, first["seed"], adapter.rule, [sh["counts"][s.name] for sh in shards])
+        merged.tallies[s.name] = tally = under.tally(adapter, s, first["seed"])
+        for part in shards:
+            tally.absorb(part["counts"][s.name])
         merged.summaries[s.name] = _sum_calls([sh["calls"][s.name] for sh in shards])
         failures = [sh["broken"][s.name] for sh in shards if s.name in sh["broken"]]
         if failures:  # the earliest chunk's, as one run would have stopped there
-            f = min(failures, key=lambda f: _chunk(f["call"]))
+            f = min(failures, key=lambda f: chunk_of(f["call"]))
             merged.broken[s.name] = AdapterFailure(f["kind"], f["message"], f["location"], f["call"])
     for sh in shards:
         merged.stopped = merged.stopped or sh["stopped"]
@@ -272,44 +239,10 @@ def _total_budget(records) -> float | None:
     return None if None in budgets else sum(budgets)
 
 
-def _adapter_of(record: dict) -> Adapter:
-    """The adapter's declaration as the shards recorded it (merge never calls the implementation)."""
-    a = record["adapter"]
-    dtype = getattr(torch, a["dtype"].removeprefix("torch."))
-    return Adapter(record["impl"], verify=_never_called, ragged=a["ragged"], point_mass=a["point_mass"],
-                   uniforms=a["uniforms"], device=a["device"], dtype=dtype, kind=a["kind"], rule=a["rule"],
-                   lossy=a["lossy"], notes=a["notes"],
-                   uniform_dtype=getattr(torch, a["uniform_dtype"].replace("torch.", "")) if a.get("uniform_dtype")
-                   else None)  # fmt: skip
-
-
-def _never_called(*args, **kwargs):
-    raise RuntimeError("a merged report never calls the implementation")
-
-
-def _sum_tallies(s, seed: int, rule: str, parts: list[dict]) -> checks.Tally:
-    tally = checks.Tally(s, seed=seed, rule=rule)
-    for part in parts:
-        tally.rows += part["rows"]
-        tally.seconds += part["seconds"]
-        for name in ARRAYS:  # None: a counter this scenario never fills (pairs, joint)
-            if part[name] is not None:
-                value = _decode_array(part[name])
-                setattr(tally, name, value if getattr(tally, name) is None else getattr(tally, name) + value)
-        for check, count in part["violations"].items():
-            tally.violations[check] += count
-        for rule_name, count in part["support_violations"].items():
-            tally.support_violations[rule_name] += count
-        for check, example in part["examples"].items():  # the first in chunk order, as one run meets them
-            if check not in tally.examples or _chunk(example) < _chunk(tally.examples[check]):
-                tally.examples[check] = example
-    return tally
-
-
 def _sum_calls(parts: list[dict]) -> dict:
     ran = [p for p in parts if p["count"]]
     if not ran:
         return {"count": 0, "first": None, "rows": 0}
-    return {"count": sum(p["count"] for p in ran), "first": min((p["first"] for p in ran), key=_chunk),
+    return {"count": sum(p["count"] for p in ran), "first": min((p["first"] for p in ran), key=chunk_of),
             "chunks": [min(p["chunks"][0] for p in ran), max(p["chunks"][1] for p in ran)],
             "rows": sum(p["rows"] for p in ran)}  # fmt: skip

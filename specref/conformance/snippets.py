@@ -79,7 +79,7 @@ def _chain(record: dict, where: dict) -> str:
     return "\n".join(
         [
             "import numpy as np, torch" if states is not None else "import torch",
-            "from specref.conformance.calls import call_inputs",
+            "from specref.conformance.callform import call_inputs",
             "from specref.conformance.scenarios import get",
             _load(record, "specref.conformance:builtin_adapters"),
             f"batch = get({scenario!r}).given({dtype}).inputs(rows={rows}, seed={seed}, chunk={chunk!r}{start})",
@@ -101,7 +101,7 @@ def _tree(record: dict, where: dict) -> str:
     return "\n".join(
         [
             "import torch",
-            "from specref.conformance.tree.calls import tree_call_inputs",
+            "from specref.conformance.tree.contract import tree_call_inputs",
             "from specref.conformance.tree.scenarios import get",
             _load(record, "specref.conformance.tree:builtin_tree_adapters"),
             f"batch = get({scenario!r}).given({dtype}).inputs(rows={rows}, seed={seed}, chunk={chunk!r}, "

@@ -26,10 +26,13 @@ def outcome_counts(samples: torch.Tensor, vocab_size: int) -> np.ndarray:  # [N,
 
 def law_check(samples: torch.Tensor, law: np.ndarray, *, alpha: float, name: str, beta: float = 1e-3) -> CheckResult:
     """Chi-square of the continuation samples [N, n] against law [V]*n (float64, sums to 1)."""
-    vocab_size = law.shape[0]
+    return counts_check(outcome_counts(samples, law.shape[0]), law, alpha=alpha, name=name, beta=beta)
+
+
+def counts_check(observed: np.ndarray, law: np.ndarray, *, alpha: float, name: str, beta: float = 1e-3) -> CheckResult:
+    """Chi-square of continuation counts [V^n] (outcome_counts' index) against law [V]*n or [V^n]."""
     expected = law.reshape(-1)
     expected = expected / expected.sum()  # float64 products leave ~1e-16 of slack
-    observed = outcome_counts(samples, vocab_size)
     result = chisquare_gof(observed, expected, alpha=alpha, name=name, beta=beta)
     empirical_tv = 0.5 * float(np.abs(observed / observed.sum() - expected).sum())
     details = {**result.details, "empirical_tv": empirical_tv, "outcomes": int(expected.size)}

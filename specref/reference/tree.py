@@ -12,7 +12,8 @@ The tree contract (`specref.batched.tree` adds a batch dimension B in front of e
   * draft_probs[i-1] is the law node i's token was drawn from (None for deterministic trees). Without replacement
     it is the law before the earlier siblings' tokens are removed (the masked law gives the same result: masking
     is idempotent).
-  * Siblings are ordered by node index, which is their draw order.
+  * Siblings are ordered by node index, which is their draw order. A rule tests them in that order unless it
+    declares another sibling order (below).
   * With `return_nodes=True` the accepted nodes come too, root-to-node order, the root left out.
 
 Verification walks from the root. At node u with children c_1..c_K and target row p = target_probs[u], the rule
@@ -32,6 +33,18 @@ children it emits a bonus token from p. With x_k the token of c_k and q_k its dr
 
 target_only and sample_match do not read draft_probs. For mss and rsd, draft_probs=None means point-mass drafts.
 
+Sibling order. A rule may carry a variant after a colon; `parse_rule` reads it. One exists:
+
+  mss:random-order  mss testing the children in a uniformly random order (a fresh permutation at each node,
+                    drawn from the verifier's generator) instead of index order: SpecInfer's Alg. 2 as printed.
+                    Lossless on i.i.d. children (they are exchangeable). Its acceptance differs where siblings'
+                    subtrees differ: on trees whose first children carry the largest subtrees (EAGLE-like trees)
+                    it accepts fewer drafts than index order, on trees ordered the other way more; on stars the same.
+
+It is refused for the other rules: rsd's children (drawn without replacement, or de-duplicated in order of first
+occurrence) are not exchangeable, so testing them in another order against q restricted to the untried tokens is
+not lossless; target_only and sample_match accept the same token in any order (y ~ p, accepted when it is a child).
+
 How a chain is a tree: g drafts form the tree with parents = [0, 1, ..., g-1] (`chain_parents`), target rows
 p_1..p_{g+1} and draft rows q_1..q_g as in `specref.reference.chain`. On a chain, mss and rsd are exact
 speculative sampling and target_only is its point-mass rule, token for token under the same uniforms;
@@ -40,7 +53,9 @@ sample_match is sample-and-match. `chain_as_tree` makes a chain verifier callabl
 Randomness, and the coupling convention shared with `specref.batched.tree` (`uniforms_rng` builds it):
   * mss, rsd, target_only: `Injected` with N+1 uniforms; the accept tests consume u_0, u_1, ... in the order the
     walk makes them (at most N tests), and u_N feeds the one final draw (correction or bonus);
-  * sample_match: `Sequential`; the draw at depth d (the root is depth 0) uses u_d.
+  * sample_match: `Sequential`; the draw at depth d (the root is depth 0) uses u_d;
+  * mss:random-order has none (`uniforms_rng` refuses it): before each test it asks one categorical over equal
+    weights for the next child among the untested ones.
 
 Empty residual: with exact arithmetic a residual only empties where acceptance is certain. If rounding empties it,
 the rule draws from the node's target row p instead (as the chain engine does); it never yields NaN.
@@ -49,6 +64,7 @@ the rule draws from the node's target row p instead (as the chain engine does); 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from fractions import Fraction
 from functools import reduce
 from operator import add
 from typing import NamedTuple
@@ -60,6 +76,41 @@ from .chain import Row
 RULES = ("mss", "rsd", "target_only", "sample_match")
 #: Rules that read the children's draft rows.
 USES_DRAFT_PROBS = ("mss", "rsd")
+#: Sibling orders a rule may declare after a colon, and the rules each is lossless for (module docstring).
+ORDERS = {"random-order": ("mss",)}
+#: Why an order is refused for a rule (the error says it).
+_REFUSED = {
+    "rsd": "children drawn without replacement are not exchangeable: testing them out of draw order against q "
+    "restricted to the untried tokens is not lossless",
+    "target_only": "it accepts the same token in any sibling order (y ~ p, accepted when it is a child); declare "
+    "'target_only'",
+    "sample_match": "it accepts the same token in any sibling order (y ~ p, accepted when it is a child); declare "
+    "'sample_match'",
+}
+#: Every rule a verifier can declare: the base rules, then their variants.
+DECLARABLE = RULES + tuple(f"{base}:{order}" for order, bases in ORDERS.items() for base in bases)
+
+
+class Rule(NamedTuple):
+    base: str  # one of RULES
+    order: str  # "index", or one of ORDERS
+
+
+def parse_rule(rule: str) -> Rule:
+    """A declared rule, "base" or "base:order" (module docstring); ValueError naming the rule otherwise."""
+    if not isinstance(rule, str):
+        raise ValueError(f"rule={rule!r} must be a string, one of {DECLARABLE}")
+    base, _, order = rule.partition(":")
+    if base not in RULES:
+        raise ValueError(f"rule={rule!r}; expected one of {DECLARABLE}")
+    if not order:
+        return Rule(base, "index")
+    if order not in ORDERS:
+        raise ValueError(f"rule={rule!r}: unknown sibling order {order!r}; expected one of {tuple(ORDERS)}")
+    if base not in ORDERS[order]:
+        raise ValueError(f"rule={rule!r}: sibling order {order!r} is declared for {ORDERS[order]} only; "
+                         f"for {base!r}, {_REFUSED[base]}")  # fmt: skip
+    return Rule(base, order)
 
 
 class Accept(NamedTuple):
@@ -72,15 +123,23 @@ class Emit(NamedTuple):
 
 def step(rule: str, p: Row, children: Sequence[tuple[int, Row | None]], rng: Randomness) -> Accept | Emit:
     """The rule at one node: p is the node's target row, children the (x_k, q_k) in sibling order."""
-    if rule == "mss":
-        return _mss(p, children, rng)
-    if rule == "rsd":
-        return _rsd(p, children, rng)
-    if rule == "target_only":
-        return _target_only(p, children, rng)
-    if rule == "sample_match":
-        return _sample_match(p, children, rng)
-    raise ValueError(f"rule={rule!r}; expected one of {RULES}")
+    base, order = parse_rule(rule)
+    by_base = {"mss": _mss, "rsd": _rsd, "target_only": _target_only, "sample_match": _sample_match}[base]
+    if order == "index":
+        return by_base(p, children, rng)
+    tested: list[int] = []  # the children's indices in the order tested
+    outcome = by_base(p, _random_order(children, rng, tested), rng)
+    return Accept(tested[outcome.index]) if isinstance(outcome, Accept) else outcome
+
+
+def _random_order(children, rng, tested: list):
+    """The children in a uniformly random order, drawn lazily: each next child uniform among the untested ones
+    (exact weights, so enumeration stays in rational arithmetic); `tested` records their indices."""
+    left = list(range(len(children)))
+    while left:
+        k = rng.categorical([Fraction(1)] * len(left)) if len(left) > 1 else 0
+        tested.append(left.pop(k))
+        yield children[tested[-1]]
 
 
 def _mss(p, children, rng):
@@ -171,9 +230,10 @@ class ArrayTree:
 def walk(tree, rule: str, rng: Randomness) -> tuple[list[int], list[int]]:
     """Verify from the root; return (emitted tokens, accepted nodes). `tree` has children/target/token/draft."""
     node, tokens, nodes = 0, [], []
+    reads_draft = parse_rule(rule).base in USES_DRAFT_PROBS
     while True:
         kids = tree.children(node)
-        children = [(tree.token(c), tree.draft(c) if rule in USES_DRAFT_PROBS else None) for c in kids]
+        children = [(tree.token(c), tree.draft(c) if reads_draft else None) for c in kids]
         outcome = step(rule, tree.target(node), children, rng)
         if isinstance(outcome, Emit):
             return tokens + [outcome.token], nodes
@@ -201,9 +261,10 @@ def verify_tree(
 
 
 def uniforms_rng(rule: str, uniforms: Sequence[float]) -> Randomness:
-    """The rule's coupling convention over N+1 uniforms (module docstring)."""
-    if rule not in RULES:
-        raise ValueError(f"rule={rule!r}; expected one of {RULES}")
+    """The rule's coupling convention over N+1 uniforms (module docstring); a sibling-order variant has none."""
+    if parse_rule(rule).order != "index":
+        raise ValueError(f"rule={rule!r} draws its sibling order from the generator: it has no injected-uniforms "
+                         "convention (declare uniforms=False)")  # fmt: skip
     return Sequential(uniforms) if rule == "sample_match" else Injected(uniforms)
 
 
@@ -235,8 +296,7 @@ def chain_as_tree(verify_chain: Callable) -> Callable:
 
 def check_tree(target_probs, draft_probs, draft_tokens, parents, rule: str) -> None:
     """The contract's checks; each error names the argument and the value."""
-    if rule not in RULES:
-        raise ValueError(f"rule={rule!r}; expected one of {RULES}")
+    base = parse_rule(rule).base
     n = len(parents)
     if len(draft_tokens) != n:
         raise ValueError(f"draft_tokens has {len(draft_tokens)} entries but parents has {n}")
@@ -259,10 +319,10 @@ def check_tree(target_probs, draft_probs, draft_tokens, parents, rule: str) -> N
         seen = set()
         for c in tree.children(node):
             x = check_token(f"draft_tokens[{c - 1}]", draft_tokens[c - 1], vocab_size)
-            if rule == "rsd" and x in seen:
+            if base == "rsd" and x in seen:
                 raise ValueError(f"draft_tokens[{c - 1}]={x} repeats a sibling's token; rule 'rsd' needs them distinct")
             seen.add(x)
-            if draft_probs is not None and rule in USES_DRAFT_PROBS:
+            if draft_probs is not None and base in USES_DRAFT_PROBS:
                 check_distribution(f"draft_probs[{c - 1}]", draft_probs[c - 1], vocab_size)
                 if draft_probs[c - 1][x] == 0:
                     raise ValueError(f"draft_tokens[{c - 1}]={x} has probability 0 in draft_probs[{c - 1}]")

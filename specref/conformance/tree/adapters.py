@@ -7,13 +7,16 @@ A TreeAdapter is an Adapter of kind "tree" with two more declarations:
   scheme  how the harness drafts the children it verifies: "iid" (with replacement), "without_replacement",
           "dedup" (i.i.d. draws merged in order of first occurrence) or "topk" (deterministic);
   nodes   it accepts return_nodes=True and returns the accepted nodes too (the harness then checks the path).
-`rule` names the tree rule it follows (specref.reference.tree.RULES: mss, rsd, target_only, sample_match). The
-harness always passes draft_probs (the parent's draft row per node); rules that do not read it ignore it.
+`rule` names the tree rule it follows (specref.reference.tree.DECLARABLE: mss, rsd, target_only, sample_match, or
+a rule with its sibling order, "mss:random-order": the children tested in a uniformly random order). The harness
+always passes draft_probs (the parent's draft row per node); rules that do not read it ignore it.
 With `uniforms` declared it accepts uniforms=[B, N+1] (the coupling convention of `specref.reference.tree`) and
-the harness checks it token for token against the reference engine (check `coupling`).
+the harness checks it token for token against the reference engine (check `coupling`); a random sibling order has
+no such convention, so it cannot be declared with uniforms.
 
-Built-ins: the batched tree engine under each lossless rule with the scheme the rule assumes, and the batched chain
-verifiers called through `chain_as_tree` (chain-shaped scenarios only).
+Built-ins: the batched tree engine under each lossless rule with the scheme the rule assumes (index order only), and
+the batched chain verifiers called through `chain_as_tree` (chain-shaped scenarios only). `reference_tree_adapter`
+runs the reference engine row by row, under any declarable rule.
 """
 
 from __future__ import annotations
@@ -23,16 +26,17 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from ...reference.tree import RULES
+from ...reference.tree import parse_rule
 from ..adapters import Adapter
 from .scenarios import SCHEMES
 
-#: The drafting scheme each lossless tree rule assumes (specref.reference.tree).
+#: The drafting schemes each declarable tree rule is lossless on (specref.reference.tree); the first is its default.
 RULE_SCHEMES = {
     "mss": ("iid",),
     "rsd": ("without_replacement", "dedup"),
     "target_only": ("topk", "without_replacement", "dedup"),
     "sample_match": SCHEMES,
+    "mss:random-order": ("iid",),
 }
 
 
@@ -48,8 +52,9 @@ class TreeAdapter(Adapter):
     def __post_init__(self):
         if self.scheme not in SCHEMES:
             raise ValueError(f"scheme={self.scheme!r}; expected one of {SCHEMES}")
-        if self.rule not in RULES:
-            raise ValueError(f"rule={self.rule!r} is not a tree rule; expected one of {RULES}")
+        if parse_rule(self.rule).order != "index" and self.uniforms:
+            raise ValueError(f"rule={self.rule!r} with uniforms=True: a random sibling order has no injected-uniforms "
+                             "convention (specref.reference.tree); declare uniforms=False")  # fmt: skip
 
 
 _TREE_CAPABILITIES = ("dtype", "device", "rule", "scheme", "nodes", "chains_only", "uniforms", "lossy", "notes")
@@ -74,6 +79,9 @@ def as_tree_adapter(obj, name: str | None = None) -> TreeAdapter:
 
 
 def batched_tree_adapter(rule: str, scheme: str | None = None) -> TreeAdapter:
+    if parse_rule(rule).order != "index":
+        raise ValueError(f"rule={rule!r}: the batched tree engine tests siblings in index order only; "
+                         "reference_tree_adapter runs any declarable rule")  # fmt: skip
     from ...batched.tree import verify_tree
 
     def verify(target_probs, draft_probs, draft_tokens, parents, generator=None, **kwargs):
@@ -83,6 +91,36 @@ def batched_tree_adapter(rule: str, scheme: str | None = None) -> TreeAdapter:
     return TreeAdapter(f"tree-{rule.replace('_', '-')}" + ("" if scheme == RULE_SCHEMES[rule][0] else f"-{scheme}"),
                        verify, rule=rule, scheme=scheme, nodes=True, uniforms=True,
                        notes=f"specref.batched.tree.verify_tree(rule={rule!r}) on {scheme} children")  # fmt: skip
+
+
+def reference_tree_adapter(rule: str, scheme: str | None = None) -> TreeAdapter:
+    """specref.reference.tree.verify_tree per row on float64 lists, under any declarable rule (a random sibling
+    order included): the randomness of a call is one PCG64 stream seeded from the generator."""
+    from ...randomness import Sampled
+    from ...reference.tree import verify_tree
+
+    parse_rule(rule)
+    scheme = scheme or RULE_SCHEMES[rule][0]
+
+    def verify(target_probs, draft_probs, draft_tokens, parents, generator=None, *, return_nodes=False):
+        batch, n = parents.shape
+        seed = int(torch.randint(2**62, (1,), generator=generator))
+        rng = Sampled(seed)
+        target, draft = target_probs.double().tolist(), draft_probs.double().tolist()
+        tokens_in, parents_in = draft_tokens.tolist(), parents.tolist()
+        tokens = torch.full((batch, n + 1), -1, dtype=torch.long)
+        nodes = torch.full((batch, n), -1, dtype=torch.long)
+        for b in range(batch):
+            emitted, path = verify_tree(target[b], draft[b], tokens_in[b], parents_in[b], rng, rule=rule,
+                                        validate=False, return_nodes=True)  # fmt: skip
+            tokens[b, : len(emitted)] = torch.tensor(emitted)
+            nodes[b, : len(path)] = torch.tensor(path, dtype=torch.long)
+        return (tokens, nodes) if return_nodes else tokens
+
+    return TreeAdapter(f"tree-reference-{rule.replace('_', '-').replace(':', '-')}-{scheme}", verify, rule=rule,
+                       scheme=scheme, nodes=True, dtype=torch.float64,
+                       notes=f"specref.reference.tree.verify_tree(rule={rule!r}) per row on float64 lists, "
+                       f"{scheme} children")  # fmt: skip
 
 
 def chain_tree_adapter(engine: str = "batched") -> TreeAdapter:

@@ -32,7 +32,7 @@ from ...stats import CheckResult
 from ...stats.record import CheckId
 from .. import registry
 from ..checks import t0_result
-from ..kinds import JOINT_TOKENS  # noqa: F401 -- one constant for chains and trees; tree/runner.py reads it here
+from ..counts import Counts, decode_array, encode_array
 from ..registry import TEST, TREE
 from .scenarios import TreeBatch, TreeScenario
 
@@ -102,7 +102,10 @@ def _depths(parents: np.ndarray) -> np.ndarray:
 
 
 @dataclass
-class TreeTally:
+class TreeTally(Counts):
+    CONTRACT = TREE
+    EXTRA_ARRAYS = ("node_hits",)  # the picture's (picture.py): node i accepted, single-shape scenarios
+
     scenario: TreeScenario
     scheme: str
     rule: str
@@ -121,8 +124,10 @@ class TreeTally:
         self.node_hits = np.zeros(sc.num_nodes, dtype=np.int64)  # single-shape scenarios: node i accepted (picture)
         self.node_rows = 0
 
-    def add(self, batch: TreeBatch, tokens: np.ndarray, nodes, seen, where: dict) -> np.ndarray:
-        """T0-check one call and count it; returns the [B] mask of rows that passed T0."""
+    def add(self, batch: TreeBatch, out: tuple, seen, where: dict) -> np.ndarray:
+        """T0-check one call's output (tokens [B, N+1], nodes [B, N] or None) and count it; returns the [B] mask of
+        rows that passed T0."""
+        tokens, nodes = out
         self.rows += len(tokens)
         checks, accepted, _ = tree_t0(batch, tokens, nodes, seen[0], self.scenario.vocab_size)
         good = np.ones(len(tokens), bool)
@@ -158,14 +163,39 @@ class TreeTally:
             self.last[(shape, tuple(key[2 : 2 + a]))] += row
         return good
 
+    def t0_kinds(self) -> tuple[str, ...]:
+        """The T0 kinds of every call (t0_root_to_node only where nodes are declared)."""
+        return tuple(name for name in T0_CHECKS if name != "t0_root_to_node" or self.nodes_declared)
+
     def t0_results(self) -> list[CheckResult]:
-        out = []
-        for name in T0_CHECKS:
-            if name == "t0_root_to_node" and not self.nodes_declared:
-                continue
-            out.append(t0_result(name, self.violations[name], self.rows,
-                                 {"example": self.examples.get(name), "family": family_of(name)}))  # fmt: skip
-        return out
+        return [t0_result(name, self.violations[name], self.rows,
+                          {"example": self.examples.get(name), "family": family_of(name)})
+                for name in self.t0_kinds()]  # fmt: skip
+
+    # --- counts as JSON (counts.py): `last` is keyed by (shape, accepted prefix), `node_rows` a scalar -------------
+
+    def counts(self) -> dict:
+        return {**super().counts(), "node_rows": self.node_rows}
+
+    def absorb(self, part: dict) -> None:
+        super().absorb(part)
+        self.node_rows += part["node_rows"]
+
+    def encode(self, name: str, value):
+        if name != "last":
+            return encode_array(value)
+        return [[shape, list(prefix), encode_array(row)] for (shape, prefix), row in sorted(value.items(), key=str)]
+
+    def decode(self, name: str, record):
+        if name != "last":
+            return decode_array(record)
+        return {(shape, tuple(prefix)): decode_array(row) for shape, prefix, row in record}
+
+    def add_decoded(self, name: str, value) -> None:
+        if name != "last":
+            return super().add_decoded(name, value)
+        for key, row in value.items():
+            self.last[key] += row
 
     # --- expected laws, exact ---------------------------------------------------------------------------------------
 
@@ -204,6 +234,15 @@ class TreeTally:
         return {key: row / row.sum() for key, row in out.items()}
 
     # --- results ----------------------------------------------------------------------------------------------------
+
+    def t2_results(self, alphas: dict[str, float]) -> list[CheckResult]:
+        """One CheckResult per planned kind under the declared rule; alphas maps kind -> alpha."""
+        return [self.t2(kind, alpha) for kind, alpha in alphas.items()]
+
+    def certain_results(self, kinds: list[str]) -> list[CheckResult]:
+        if kinds:
+            raise ValueError(f"kinds={kinds!r}: the tree contract plans no certain checks")
+        return []
 
     def t2(self, kind: str, alpha: float) -> CheckResult:
         """The registered test of `kind` (registry.py, tree form) on this tally, under the declared rule."""

@@ -73,9 +73,25 @@ class TreeScenario:
     _given: dict = field(default_factory=dict, repr=False, compare=False)
     _laws: dict = field(default_factory=dict, repr=False, compare=False)
 
+    probe = False  # the statistical rare-edge probe is a chain scenario (scenarios.PROBE)
+
     @property
     def vocab_size(self) -> int:
         return self.target.shape[1]
+
+    @property
+    def gamma(self) -> int:
+        """The deepest node: the most drafts one cycle can accept."""
+        return self.depth
+
+    @property
+    def starts(self) -> np.ndarray:
+        return np.array([self.start])
+
+    @property
+    def row_elements(self) -> int:
+        """Probabilities per row of a call: the target rows of every node."""
+        return (self.num_nodes + 1) * self.vocab_size
 
     @property
     def num_nodes(self) -> int:
