@@ -90,7 +90,8 @@ def _execute(verify, job: dict) -> tuple:
     seconds = time.perf_counter() - start
     if job.get("generator_state") is None:
         return ("ok", tokens, seconds)
-    return ("ok", tokens, seconds, outputs_used(args[3].get_state()))  # how far the forced stream was read
+    generator = next(a for a in args if isinstance(a, torch.Generator))  # where the contract's form put it
+    return ("ok", tokens, seconds, outputs_used(generator.get_state()))  # how far the forced stream was read
 
 
 # --- the caller ------------------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Where a rare edge lives: the source line of a tie at zero, found by replaying the one call that shows the edge.
 
-    sites = locate_edge(adapter, batch, generator_seed, generator_state)   # ['generation/utils.py:4486: ...']
+    sites = locate_edge(adapter, batch, generator_seed, generator_state, form=caller.form)
+    # ['generation/utils.py:4486: ...']; form: the contract's call (chain by default, tree: tree/contract.FORM)
 
 The call is replayed in a forked child (the adapter may crash or hang) under a torch function mode that records
 every non-strict comparison (`<=`, `>=`) whose two sides are both exactly 0 at some position, and every left-side
@@ -22,8 +23,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .adapters import Adapter
-from .callform import call_inputs
-from .scenarios import Batch
+from .callform import CHAIN, CallForm, call_inputs
 
 _HARNESS = os.path.dirname(os.path.abspath(__file__))
 _TORCH = os.path.dirname(os.path.abspath(torch.__file__))
@@ -93,21 +93,23 @@ class _ZeroTies(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def _replay(adapter: Adapter, batch: Batch, generator_seed: int, generator_state: torch.Tensor) -> list[str]:
+def _replay(adapter: Adapter, batch, generator_seed: int, generator_state: torch.Tensor,
+            form: CallForm) -> list[str]:  # fmt: skip
+    declared = {name: getattr(adapter, name) for name in form.declares}  # as calls.Caller reads them
     args, kwargs = call_inputs(batch, generator_seed, dtype=adapter.dtype, device=adapter.device,
-                               ragged=adapter.ragged, generator_state=generator_state)  # fmt: skip
+                               generator_state=generator_state, form=form, **declared)  # fmt: skip
     mode = _ZeroTies()
     with mode:
         adapter.verify(*args, **kwargs)
     return mode.sites
 
 
-def _child(conn, adapter, batch, generator_seed, generator_state) -> None:
+def _child(conn, adapter, batch, generator_seed, generator_state, form) -> None:
     box: list = []
 
     def work():  # a new thread: libgomp's pool does not survive fork in the thread that forked (see calls.py)
         try:
-            box.append(_replay(adapter, batch, generator_seed, generator_state))
+            box.append(_replay(adapter, batch, generator_seed, generator_state, form))
         except BaseException:  # noqa: BLE001 -- a replay that fails locates nothing
             box.append([])
 
@@ -117,14 +119,16 @@ def _child(conn, adapter, batch, generator_seed, generator_state) -> None:
     conn.send(box[0])
 
 
-def locate_edge(adapter: Adapter, batch: Batch, generator_seed: int, generator_state: torch.Tensor,
-                timeout: float = REPLAY_TIMEOUT) -> list[str]:  # fmt: skip
-    """The zero ties of one call (module docstring), replayed in a forked child; [] when none can be found."""
+def locate_edge(adapter: Adapter, batch, generator_seed: int, generator_state: torch.Tensor,
+                timeout: float = REPLAY_TIMEOUT, form: CallForm | None = None) -> list[str]:  # fmt: skip
+    """The zero ties of one call (module docstring), replayed in a forked child; [] when none can be found. form:
+    the contract's call (callform.CallForm; default the chain's), `batch` one of its batches (a TreeBatch for trees)."""
+    form = form or CHAIN
     if torch.device(adapter.device).type != "cpu" or "fork" not in multiprocessing.get_all_start_methods():
         return []
     context = multiprocessing.get_context("fork")
     parent, child = context.Pipe()
-    process = context.Process(target=_child, args=(child, adapter, batch, generator_seed, generator_state),
+    process = context.Process(target=_child, args=(child, adapter, batch, generator_seed, generator_state, form),
                               daemon=True)  # fmt: skip
     import warnings
 

@@ -23,9 +23,13 @@ numpy, an engine's sampler) or runs on CUDA (Philox cannot be forced) gets "rare
 are not tested, never passed. Where the generator cannot be forced but the adapter declares `uniforms` (CUDA), the
 same batches are called with a 0 injected in one column at a time (`inject`).
 
-Trees: the tree contract (tree/contract.py) runs no forced probe yet (its `edge_probe` returns None). Its hook is
-the same call with the batches above as one-node trees (the first child has p = 0: a root coin of 0 then shows
-SGLang's `coin <= prob_acc`), read back through the tree contract's call form.
+Trees: the tree contract (tree/contract.py: TreeContract.edge_probe) runs the same probe on the same rows as
+one-node trees (`probe_batch(..., tree=True)`, tree/scenarios.from_chain: N = 1, the single child is the chain's
+draft, parents 0), called through its call form; the tokens it returns ([B, N+1] = [B, 2], read with
+`caller.contract.tokens`) are the chain's g = 1 layout, so `classify` reads them. A non-strict accept test there is
+SGLang's `coin <= prob_acc` (a float32 coin of 0 accepts a child of p = 0). Injected uniforms [B, N+1] follow
+specref.reference.tree's convention: u_0 the accept test, u_N the final draw, except that sample_match draws the
+root's token (its correction) with u_0. The report's words and snippets: edge_report.py.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from ..stats import CheckResult
 from ..stats import not_tested as _not_tested
 from . import checks
 from .calls import AdapterFailure, Caller
+from .contracts import TREE
 from .edge_locate import locate_edge
 from .passes import derive_seed
 from .registry import EDGE, LAW
@@ -74,13 +79,29 @@ def bonus_scenario() -> Scenario:
                         _ZERO_FIRST, _ZERO_FIRST.copy(), 1, rows_per_call=ROWS)  # fmt: skip
 
 
-def probe_batch(name: str, dtype: torch.dtype, rows: int = ROWS, seed: int = 0) -> Batch:
-    """The edge probe's batch `name` ('accept' or 'bonus') as a `dtype` verifier is given it."""
+def probe_batch(name: str, dtype: torch.dtype, rows: int = ROWS, seed: int = 0, *, tree: bool = False):
+    """The edge probe's batch `name` ('accept' or 'bonus') as a `dtype` verifier is given it; tree=True: the same
+    rows as one-node trees (tree/scenarios.TreeBatch, N = 1: the single child is the chain's draft)."""
     if name == "accept":
-        return get(PROBE).given(dtype).inputs(rows, seed, "edge")
-    if name == "bonus":
-        return bonus_scenario().given(dtype).inputs(rows, seed, "edge")
-    raise ValueError(f"name={name!r} must be 'accept' or 'bonus'")
+        batch = get(PROBE).given(dtype).inputs(rows, seed, "edge")
+    elif name == "bonus":
+        batch = bonus_scenario().given(dtype).inputs(rows, seed, "edge")
+    else:
+        raise ValueError(f"name={name!r} must be 'accept' or 'bonus'")
+    if not tree:
+        return batch
+    from .tree.scenarios import from_chain
+
+    return from_chain(batch)
+
+
+def _called(caller: Caller, batch: Batch):
+    """The batch as the caller's contract takes it: the chain's as it is, the tree's as one-node trees."""
+    if caller.contract.name == TREE:
+        from .tree.scenarios import from_chain
+
+        return from_chain(batch)
+    return batch
 
 
 def edge_words(edge: str) -> str:
@@ -164,6 +185,7 @@ def _untested(name: str, why: str) -> CheckResult:
 
 def _probe_batch(caller, probe: EdgeProbe, batch_name: str, seed: int, timeout, shown: dict) -> None:
     batch = probe_batch(batch_name, caller.adapter.dtype, ROWS, seed)
+    called = _called(caller, batch)  # what the contract's call takes; its tokens read back as the chain's [B, 2]
     generator_seed = derive_seed("edge", seed, batch_name)
     edges_here = ("accept", "correction") if batch_name == "accept" else ("bonus",)
     memo: dict[tuple, tuple[dict[int, str], int | None]] = {}
@@ -172,9 +194,9 @@ def _probe_batch(caller, probe: EdgeProbe, batch_name: str, seed: int, timeout, 
         key = tuple(positions)
         if key not in memo:
             state = forced_state(positions, seed=generator_seed)
-            out, seen, _ = caller(batch, generator_seed, timeout=timeout(), generator_state=state,
+            out, seen, _ = caller(called, generator_seed, timeout=timeout(), generator_state=state,
                                   where={"scenario": f"edge_{batch_name}", "rows": ROWS})  # fmt: skip
-            memo[key] = classify(batch_name, batch, out, seen[0]), caller.outputs_used
+            memo[key] = classify(batch_name, batch, caller.contract.tokens(out), seen[0]), caller.outputs_used
         return memo[key]
 
     found, used = call(range(FORCEABLE))
@@ -206,7 +228,8 @@ def _probe_batch(caller, probe: EdgeProbe, batch_name: str, seed: int, timeout, 
             )
             continue
         rows = [r for r, e in call([witness])[0].items() if e == edge]
-        sites = locate_edge(caller.adapter, batch, generator_seed, forced_state([witness], seed=generator_seed))
+        sites = locate_edge(caller.adapter, called, generator_seed, forced_state([witness], seed=generator_seed),
+                            form=caller.form)  # fmt: skip
         words = edge_words(edge) if edge in EDGES else f"breaks {edge} when one float32 uniform is exactly 0"
         probe.summary["edges"][key] = {
             "words": words + (f"; at {sites[0]}" if sites else ""),
@@ -227,21 +250,26 @@ def _injected_batch(caller, probe: EdgeProbe, batch_name: str, seed: int, timeou
     and uniform dtype (CUDA float32: 2^-25); None (float64) makes a finding not counted."""
     adapter = caller.adapter
     batch = probe_batch(batch_name, adapter.dtype, ROWS, seed)
+    called = _called(caller, batch)
     rng = np.random.Generator(np.random.PCG64(derive_seed("edge-injected", seed, batch_name)))
     natural = rng.uniform(2.0**-20, 1 - 2.0**-20, size=(ROWS, 2))  # [B, g+1]
     event = event_probability(adapter.device, adapter.uniform_dtype or torch.float32)
 
+    memo: dict[int, dict[int, str]] = {}
+
     def call(uniforms) -> dict[int, str]:
-        out, seen, _ = caller(batch, 0, timeout=timeout(), uniforms=uniforms,
+        out, seen, _ = caller(called, 0, timeout=timeout(), uniforms=uniforms,
                               where={"scenario": f"edge_{batch_name}", "rows": ROWS})  # fmt: skip
-        return classify(batch_name, batch, out, seen[0])
+        return classify(batch_name, batch, caller.contract.tokens(out), seen[0])
 
     baseline = None
-    for edge, column in ({"accept": 0, "correction": 1} if batch_name == "accept" else {"bonus": 1}).items():
+    for edge, column in _columns(caller, batch_name).items():
         shown[edge] = None
-        uniforms = natural.copy()
-        uniforms[:, column] = 0.0
-        rows = [r for r, e in call(uniforms).items() if e == edge]
+        if column not in memo:
+            uniforms = natural.copy()
+            uniforms[:, column] = 0.0
+            memo[column] = call(uniforms)
+        rows = [r for r, e in memo[column].items() if e == edge]
         if not rows:
             continue
         baseline = call(natural) if baseline is None else baseline
@@ -268,6 +296,16 @@ def _injected_batch(caller, probe: EdgeProbe, batch_name: str, seed: int, timeou
     probe.summary["batches"][batch_name] = {"injected": True}
 
 
+def _columns(caller: Caller, batch_name: str) -> dict[str, int]:
+    """{edge: the column of the injected uniforms [B, 2] its draw reads}: the accept test u_0 and the final draw u_1
+    (the chain's convention, and the tree's for mss, rsd and target_only); the tree rule sample_match draws the
+    root's token with u_0 (specref.reference.tree: a correction is that draw) and the bonus with u_1."""
+    if batch_name == "bonus":
+        return {"bonus": 1}
+    sample_match = caller.contract.name == TREE and getattr(caller.adapter, "rule", None) == "sample_match"
+    return {"accept": 0, "correction": 0 if sample_match else 1}
+
+
 def _single(shows: Callable[[list[int]], bool], positions: list[int]) -> int | None:
     """One forced position that shows the edge alone, or None; `shows(positions)` is known True. Prefixes of 1, 2,
     4, ... positions first (a row-0 edge costs a call or two), then halving inside the first prefix that shows."""
@@ -286,99 +324,17 @@ def _single(shows: Callable[[list[int]], bool], positions: list[int]) -> int | N
     return positions[0] if positions and shows(positions) else None
 
 
-_SHOWS = {
-    "accept": "[draft, bonus]: the draft has p = 0",
-    "correction": "[token, -1]: the correction has p = 0",
-    "bonus": "[draft, bonus]: the bonus has p = 0",
-}
-
-
-def snippet(load: str, edge: dict, dtype: str, seed: int, edge_name: str = "accept") -> str:
-    """Python that shows the edge in one call: `load` binds `verify` (snippets._load)."""
-    dtype = dtype.replace("torch.", "")
-    return "\n".join([
-        "import torch",
-        load,
-        "from specref.conformance.callform import call_inputs",
-        "from specref.conformance.edge_probe import probe_batch",
-        "from specref.forced import forced_state",
-        f"batch = probe_batch({edge['batch']!r}, torch.{dtype}, rows={ROWS}, seed={seed})",
-        f"state = forced_state([{edge['output']}], seed={edge['generator_seed']})  # output {edge['output']}: "
-        "float32 u = 0",
-        f"args, kwargs = call_inputs(batch, {edge['generator_seed']}, dtype=torch.{dtype}, generator_state=state)",
-        f"print(verify(*args, **kwargs)[{edge['row']}], batch.draft_tokens[{edge['row']}])  # "
-        + _SHOWS.get(edge_name, "a token of probability 0"),
-    ])  # fmt: skip
-
-
-# --- report.md ----------------------------------------------------------------------------------------------------
-
-
-def markdown(record: dict) -> list[str]:
-    """The report's "Rare edges" section, from report.json: what the forced probe showed, and the statistical
-    probe's detection probability at the event probability of the verifier's device and uniform dtype."""
-    probe = record.get("probe") or {}
-    forced = next((c["details"]["forced_probe"] for c in record["checks"] if "forced_probe" in c["details"]), None)
-    lines = ["", "## Rare edges (u = 0)", ""]
-    if forced is None:
-        lines.append("The forced edge probe did not run (a shard other than the first, or a run that stopped).")
-    elif forced.get("edges"):
-        from .snippets import _load
-
-        others = [c for c in record["checks"] if not c["passed"] and c["details"].get("family") != FAMILY]
-        tail = "; output law otherwise exact (every other check passed)" if not others else ""
-        load = _load(record, "specref.conformance:builtin_adapters")
-        for key, edge in forced["edges"].items():
-            if edge.get("natural") or "injected_column" in edge:
-                lines += [f"- **{key}**: {edge['words']}.", ""]
-                continue
-            lines += [
-                f"- **{key}**: {edge['words']}{tail}. Shown with one forced generator output (number "
-                f"{edge['output']}, low 24 bits 0), row {edge['row']} of the {edge['batch']} batch:",
-                "",
-                "```python",
-                snippet(load, edge, record["adapter"]["dtype"], record["seed"], key),
-                "```",
-                "",
-            ]
-    elif forced.get("not_shown"):
-        lines.append(f"- {forced['not_shown']}.")
-    else:
-        read = ", ".join(f"{name} {b['outputs_read']}" for name, b in forced.get("batches", {}).items())
-        lines.append(f"- No rare edge shown: the verifier read {read} outputs of the forced generator, and with a "
-                     f"float32 u = 0 at each of the first {forced['forced_outputs']} no zero-probability token was "
-                     "emitted. This rules the edges out only where those outputs were the verifier's uniforms: one "
-                     "that draws seeds from the generator for an RNG of its own is not reached.")  # fmt: skip
-    for note in (forced or {}).get("not_counted", []):
-        lines.append(f"- Not counted: {note}.")
-    if not probe.get("scenario"):
-        lines.append("- Statistical probe: not in this run's scenarios.")
-    else:
-        lines.append(f"- Statistical probe ({probe['scenario']}): {probe['accept_tests_with_ratio_0']:,} accept "
-                     f"tests with p/q = 0; {probe['event']}; detection probability reached: "
-                     f"{_detection_words(probe)}.")  # fmt: skip
-    return lines
-
-
-def _detection_words(probe: dict) -> str:
-    """The statistical probe's detection probability in words; report.json files written before the words were
-    recorded carry the probability alone (specref merge and render.rebuild read such files)."""
-    if "detection_words" in probe:
-        return probe["detection_words"]
-    detection = probe.get("detection_probability")
-    return "none: the event cannot happen" if detection is None else f"{detection:.4g}"
-
-
 def main(argv: list[str] | None = None) -> int:
-    """`python -m specref.conformance.edge_probe NAME...`: the edge probe alone on built-in adapters (`.ci/gpu-check`
-    runs it on the CUDA engines, through injected uniforms); prints each one's findings; exit 0 (findings are
-    reports, not failures), 2 for an unknown name."""
+    """`python -m specref.conformance.edge_probe NAME...`: the edge probe alone on built-in adapters, chain or
+    tree (`.ci/gpu-check` runs it on the CUDA engines, through injected uniforms); prints each one's findings;
+    exit 0 (findings are reports, not failures), 2 for an unknown name."""
     import json
     import sys
 
     from .adapters import builtin_adapters
+    from .tree.adapters import builtin_tree_adapters
 
-    known = builtin_adapters()
+    known = {**builtin_adapters(), **builtin_tree_adapters()}
     for name in sys.argv[1:] if argv is None else argv:
         if name not in known:
             print(f"edge probe: unknown built-in {name!r}; known: {', '.join(known)}", file=sys.stderr)

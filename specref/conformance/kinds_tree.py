@@ -86,6 +86,11 @@ for _name, _description in (
     ("reproducibility", None),
     ("adapter", "the adapter ran: no exception, no hang, a [B, <= N+1] int64 tensor returned"),
     ("coupling", "with injected uniforms, tokens equal specref.reference.tree's, token for token"),
+    (
+        "rare_edge",
+        "with one generator output forced to a float32 u = 0 (specref.forced), no token of probability 0 is "
+        "emitted by one-node trees (the chain probe's rows): accept, correction and bonus draws (edge_probe.py)",
+    ),
 ):
     add_form(_name, TREE, Form(description=_description))
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from ..extras import MATPLOTLIB
 from ..stats.record import CheckId, CheckResult
 from . import registry
-from .edge_probe import markdown as edge_markdown
+from .edge_report import markdown as edge_markdown
 from .plan import describe
 from .plots import BAND_Z, PLOT_FILES, write_plots
 from .report import Report, count_statuses, counts_line

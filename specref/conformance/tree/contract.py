@@ -6,7 +6,8 @@ declared scheme, and checks the walk against exact laws (checks.py).
 
 A call's output is read back as (tokens [B, N+1], nodes [B, N] or None), each padded with -1. Run-level checks
 (run_checks.py): reproducibility on the run's first scenario, and token-for-token coupling with
-specref.reference.tree (adapters declaring `uniforms`, lossless rules).
+specref.reference.tree (adapters declaring `uniforms`, lossless rules); the forced rare-edge probe (edge_probe.py)
+on one-node trees.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..checks import t0_result
 from ..contract_chain import adapter_from_record
 from ..contracts import TREE
 from ..diagnosis import tree_rule_diagnosis
+from ..edge_probe import edge_probe
 from ..passes import derive_seed
 from ..plan import Plan
 from ..run_checks import failure_details, run_checks
@@ -78,10 +80,13 @@ FORM = CallForm(_fields, _arguments, _read, declares=("nodes",))
 
 
 def tree_call_inputs(batch: TreeBatch, generator_seed: int, *, dtype: torch.dtype = torch.float32,
-                     device: str = "cpu", nodes: bool = False) -> tuple[tuple, dict]:  # fmt: skip
+                     device: str = "cpu", nodes: bool = False, uniforms: np.ndarray | None = None,
+                     generator_state: torch.Tensor | None = None) -> tuple[tuple, dict]:  # fmt: skip
     """(args, kwargs) of the tree contract exactly as the harness passes them for this batch (reproduce snippets
-    call this): (target_probs, draft_probs, draft_tokens, parents, generator), return_nodes=True where declared."""
-    return call_inputs(batch, generator_seed, dtype=dtype, device=device, form=FORM, nodes=nodes)
+    call this): (target_probs, draft_probs, draft_tokens, parents, generator), return_nodes=True where declared;
+    uniforms [B, N+1] where given; generator_state: a forced CPU state (specref.forced) the generator starts in."""
+    return call_inputs(batch, generator_seed, dtype=dtype, device=device, form=FORM, nodes=nodes, uniforms=uniforms,
+                       generator_state=generator_state)  # fmt: skip
 
 
 # --- the contract ---------------------------------------------------------------------------------------------------
@@ -128,7 +133,9 @@ class TreeContract:
         return run_checks(caller, repro, coupled, coupling, seed, stopped)
 
     def edge_probe(self, caller, seed: int):
-        return None  # the tree batches of the forced probe are not built yet (edge_probe.py)
+        """The forced rare-edge probe (edge_probe.py) on its rows as one-node trees (tokens [B, 2], the chain's g = 1
+        layout): `u <= p/q` at a float32 u = 0 (SGLang's `coin <= prob_acc`), a left-side inverse CDF."""
+        return edge_probe(caller, seed, lambda: None)  # None: the hang limit of the call (hangs.py)
 
     def describe(self, adapter: TreeAdapter, scenario: TreeScenario, tally: TreeTally, failure) -> dict:
         out = {"scheme": adapter.scheme, "rule": adapter.rule, "shapes": [repr(shape) for shape in scenario.shapes],

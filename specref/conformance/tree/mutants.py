@@ -12,6 +12,8 @@ designed to catch it (a test runs each and asserts one of them fails). The bugs:
   sibling_row            a node's target row is its previous sibling's
   bonus_wrong_leaf       the bonus at a leaf comes from the row of the tree's last node
   path_not_root_to_node  the accepted nodes are read as the first A nodes in index order, not the walked path
+  accept_le_fp32         mss whose accept test is `u <= p/q` on float32 uniforms (SGLang's `coin <= prob_acc`): a
+                         rare edge (2^-24 per accept test), shown by the forced edge probe (specref.mutants.tree_bugs)
 Negative controls (declared lossy; the verdict is "lossy by configuration"):
   topk_rsd               top-k children verified with without-replacement probabilities (VERIFIERS: TV .68)
   greedy_match           accept a child iff it is the target's argmax, emit the argmax (greedy under sampling)
@@ -22,6 +24,7 @@ from __future__ import annotations
 import torch
 
 from ...batched.tree import verify_tree
+from ...mutants.tree_bugs import tree_accept_le_fp32
 from ...randomness import Injected
 from ...reference.tree import Accept, ArrayTree, Emit, _normalised, _residual
 from ..registry import check_caught_by
@@ -166,6 +169,8 @@ MUTANTS = {
                                         "iid", "the bonus at every leaf drawn from the last node's row"),
     "path_not_root_to_node": lambda: _mutant("path_not_root_to_node", _batched("mss", after=_first_nodes), "mss",
                                              "iid", "accepted nodes read as nodes 1..A in index order"),
+    "accept_le_fp32": lambda: _mutant("accept_le_fp32", tree_accept_le_fp32, "mss", "iid",
+                                      "mss with `u <= p/q` on float32 uniforms (SGLang's `coin <= prob_acc`)"),
     "topk_rsd": lambda: _mutant("topk_rsd", _batched("rsd"), "rsd", "topk",
                                 "top-k children verified with without-replacement probabilities", lossy=True),
     "greedy_match": lambda: _mutant("greedy_match", _batched("sample_match", _argmax_rows), "sample_match", "iid",
@@ -184,6 +189,7 @@ CAUGHT_BY = {
     "sibling_row": {"correction_law", "depth_acceptance", "accepted_length_law"} | LAW_CHECKS,
     "bonus_wrong_leaf": {"correction_law", "joint_law"},
     "path_not_root_to_node": {"t0_root_to_node"},
+    "accept_le_fp32": {"rare_edge"},
     "topk_rsd": LAW_CHECKS,
     "greedy_match": LAW_CHECKS,
 }
@@ -198,6 +204,7 @@ SCENARIOS_FOR = {
     "sibling_row": ["tree_eagle_markov"],
     "bonus_wrong_leaf": ["tree_eagle_markov"],
     "path_not_root_to_node": ["tree_eagle_markov"],
+    "accept_le_fp32": ["tree_star_cf"],
     "topk_rsd": ["tree_star_cf"],
     "greedy_match": ["tree_star_cf"],
 }

@@ -44,6 +44,20 @@ class TreeBatch:
     shape_index: np.ndarray  # [B] which of the scenario's shapes the row drafted
 
 
+def from_chain(batch) -> TreeBatch:
+    """A chain batch (scenarios.Batch: g drafts, num_draft of them real) as chain trees: node i's parent is i - 1,
+    nodes past num_draft are padding (parent -1, token -1). Rows keep their layout, so a tree verifier's tokens
+    [B, N+1] read as the chain's [B, g+1] (the edge probe's one-node trees)."""
+    rows, g = batch.draft_tokens.shape
+    real = np.arange(g)[None, :] < batch.num_draft[:, None]  # [B, g]
+    parents = np.where(real, np.arange(g)[None, :], -1).astype(np.int64)  # [B, N]: the root is node 0
+    tokens = np.where(real, batch.draft_tokens, -1).astype(np.int64)
+    if batch.draft_probs is None:
+        raise ValueError("batch.draft_probs=None: a point-mass chain batch has no draft rows for a tree")
+    return TreeBatch(batch.target_probs, batch.draft_probs, tokens, parents, batch.states,
+                     np.zeros(rows, dtype=np.int64))  # fmt: skip
+
+
 def layout(shape) -> list[int]:
     """Parents [N] of a shape laid out breadth first (siblings in order): the node order of `draft_tree`."""
     parents, frontier = [], [(0, shape)]
