@@ -262,6 +262,40 @@ def test_c_walk_counts_the_rows_it_reads_and_agrees_with_the_torch_walk_at_fp32(
     assert torch.equal(tokens, expected) and torch.equal(nodes, expected_nodes)
 
 
+@pytest.mark.parametrize("rule", ["target_only", "block", "block point masses"])
+def test_c_walks_agree_with_torch_at_fp32_across_draw_blocks(monkeypatch, rule):
+    """At V = 1000 (four blocks of the two-level draw, the last one partial): target_only's draw from p without the
+    tried tokens (block sums of p, the blocks of tried tokens summed again) and block verification's draw from the
+    last pass's block sums emit the torch engines' tokens at fp32 (up to a uniform within ~1e-7 of a boundary)."""
+    if not kernels.status().startswith("compiled"):
+        pytest.skip(f"the C kernel is {kernels.status()}")
+    gen = torch.Generator().manual_seed(zlib_seed(rule, "blocks"))
+    batch, vocab_size = 200, 1000
+    if rule == "target_only":  # sharp rows whose top-k children carry most of the mass: the exclusions matter
+        parents = tree_inputs.random_parents(batch, 9, 3, gen)
+        target_probs = torch.softmax(torch.randn(batch, 10, vocab_size, generator=gen) * 4, -1)
+        _, draft_tokens = tree_inputs.draft_children(target_probs, parents, "topk", gen)
+        uniforms = torch.rand(batch, 10, generator=gen, dtype=torch.float64)
+
+        def run():
+            return batched_tree.verify_tree(target_probs, None, draft_tokens, parents, rule=rule, uniforms=uniforms)
+    else:
+        gamma = 5
+        target_probs = torch.softmax(torch.randn(batch, gamma + 1, vocab_size, generator=gen) * 3, -1)
+        draft_probs = torch.softmax(torch.randn(batch, gamma, vocab_size, generator=gen) * 3, -1)
+        draft_tokens = torch.multinomial(draft_probs.view(-1, vocab_size), 1, generator=gen).view(batch, gamma)
+        num_draft = torch.arange(batch) % (gamma + 1)
+        uniforms = torch.rand(batch, gamma + 1, generator=gen, dtype=torch.float64)
+        q = None if rule == "block point masses" else draft_probs
+
+        def run():
+            return batched_block.verify_block(target_probs, q, draft_tokens, num_draft=num_draft, uniforms=uniforms)
+
+    tokens = run()
+    monkeypatch.setattr(kernels, "ENABLED", False)
+    assert torch.equal(tokens, run())
+
+
 def test_mss_residual_after_k_rejections_of_one_q_is_a_scaled_clamp_exactly():
     """With siblings drawn i.i.d. from one q, the residual after k rejections is r_k = (p - c_k q)_+ / m_k with
     c_1 = 0, m_1 = 1, m_k = sum (p - c_k q)_+ and c_{k+1} = c_k + m_k: a sibling's test needs r_k at its token and

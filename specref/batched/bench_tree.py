@@ -125,13 +125,19 @@ def naive_block_verify(target_probs, draft_probs, draft_tokens, generator):
     return out
 
 
-def floor_seconds(timer, target, rows: int):
-    """The floor of a rule: one cold read of `rows` V-rows (timed on the first rows of target_probs, as bench.py's
-    floor: torch's fastest one-pass read). None where the rows read are unknown."""
+def floor_seconds(timer, inputs, rows: int):
+    """The floor of a rule: one cold read of `rows` V-rows (torch's fastest one-pass read, as bench.py's floor), taken
+    from the inputs in order (target_probs, then draft_probs: block verification reads more rows than target_probs
+    holds). None where the rows read are unknown."""
     if rows is None:
         return None
-    flat = target.reshape(-1, target.shape[-1])
-    return timer(lambda: read_once(flat[: min(rows, flat.shape[0])]))
+    parts, left = [], rows
+    for rows_of in inputs:
+        if rows_of is not None and left > 0:
+            flat = rows_of.reshape(-1, rows_of.shape[-1])
+            parts.append(flat[: min(left, flat.shape[0])])
+            left -= parts[-1].shape[0]
+    return timer(lambda: [read_once(part) for part in parts])
 
 
 def rows_read_tree(target, draft, tokens, parents, uniforms, rule):
@@ -151,7 +157,7 @@ def bench_tree_case(rule, batch, vocab, device, timer):
         "batched": timer(
             lambda: tree.verify_tree(target, q, tokens, parents, rule=rule, uniforms=uniforms, validate=False)
         ),  # fmt: skip
-        "floor": floor_seconds(timer, target, rows),
+        "floor": floor_seconds(timer, (target, q), rows),
         "naive": timer(lambda: naive_tree_verify(target, q, tokens, parents, gen, rule), repeats=3),
     }
     emitted = tree.verify_tree(target, q, tokens, parents, rule=rule, uniforms=uniforms, validate=False)
@@ -172,7 +178,7 @@ def bench_block_case(batch, gamma, vocab, device, timer):
     rows = None if walked is None else int(walked[1].sum())
     seconds = {
         "batched": timer(lambda: block.verify_block(target, draft, tokens, uniforms=uniforms, validate=False)),
-        "floor": floor_seconds(timer, target, rows),
+        "floor": floor_seconds(timer, (target, draft), rows),
         "naive": timer(lambda: naive_block_verify(target, draft, tokens, gen), repeats=3),
     }
     return {"case": f"block, chain of {gamma}", "batch": batch, "vocab": vocab, "nodes": gamma, "depth": gamma,
@@ -198,7 +204,8 @@ def write_reports(results, env, out_dir: Path):
         "Floor = one cold read of the V-rows the rule reads on these inputs (rows read, counted by the C walk): p "
         "where a node needs a full pass, and each rejected sibling's draft row (mss, rsd), at most once each; "
         "target_only reads p only where a row stops, sample_match p at every node it visits (its draw), block "
-        "verification the rows from the top down to tau (`docs/batched.md`, Floors).",
+        "verification the rows from the top down to tau; the floor reads that many rows of target_probs, then "
+        "draft_probs (`docs/batched.md`, Floors).",
         "",
         "| case | B | V | nodes | depth | rows read per batch row | batched ms | floor ms | batched / floor "
         "| naive ms | naive / batched |",

@@ -6,7 +6,9 @@ they may not even index (an id V), and a row that emits nothing would never fini
 token per call, and a batch ends within n calls: batch b uses chunks 1000 + b n + j (j < n), fixed by b alone, so
 a shard can run batch b without the batches before it. The first batch this process runs always runs to its end (at
 most n calls); after it, the loop starts no batch past the scenario's slice of the budget and stops at the run's
-deadline mid-batch (that batch is dropped).
+deadline mid-batch (that batch is dropped). A run sized by time passes `size`, which shrinks each batch to the rows
+its n calls can take in the slice's time left: the first keeps at least FIRST_BATCH_ROWS, and a later one that
+would get fewer is not started.
 """
 
 from __future__ import annotations
@@ -17,14 +19,18 @@ import numpy as np
 
 from .scenarios import Scenario
 
+#: A first batch sized by time keeps at least this many rows (n calls of them), so the joint law gets some counts.
+FIRST_BATCH_ROWS = 256
+
 
 def joint_counts(feed, s: Scenario, rows: int, n: int, *, slice_end: float, deadline: float,
-                 owns=lambda batch: True) -> np.ndarray:  # fmt: skip
+                 owns=lambda batch: True, size=None) -> np.ndarray:  # fmt: skip
     """counts [V^n] of the first n tokens of up to `rows` sequences (row-major index); T0-breaking rows left out.
 
     feed(rows, chunk, start_states) -> (batch, tokens, probs seen, [B] rows passing the rule-free T0 checks): one
     call, T0-checked and tallied (passes.feed).
     owns(batch): whether this process runs batch b (shards.py); the others are left to other shards.
+    size(rows) -> the rows of a batch that fit in the slice's time left (None: fixed rows, every batch full).
     """
     v = s.vocab_size
     counts = np.zeros(v**n, dtype=np.int64)
@@ -32,6 +38,11 @@ def joint_counts(feed, s: Scenario, rows: int, n: int, *, slice_end: float, dead
     while done < rows and (ran == 0 or time.perf_counter() < slice_end):
         b += 1
         batch_rows = min(s.rows_per_call, rows - done)
+        if size is not None:  # sized by time (unsharded): a batch near its slice's end is shrunk, or not started
+            fit, least = size(batch_rows), min(batch_rows, FIRST_BATCH_ROWS)
+            if ran and fit < least:
+                break  # no room left in the slice for a batch worth its n calls
+            batch_rows = max(fit, least)
         if not owns(b):
             done += batch_rows
             continue

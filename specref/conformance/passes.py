@@ -30,8 +30,13 @@ MAX_ROWS = {"default": 400_000, "large_v8193_g2": 200_000, "large_v151936_g1": 2
 MIN_ROWS = 256
 #: The most of the budget the rare-edge probe may take (it stops earlier once it reaches its target power).
 PROBE_SHARE = 0.45
-#: A call sized to the time left has at least this many rows; a first call, at least MIN_FIRST_ROWS.
-MIN_CALL_ROWS, MIN_FIRST_ROWS = 64, 2
+#: A call sized to the time left has at least this many rows (when they take under MIN_CALL_SECONDS; else at least
+#: one row, or no call); a first call, at least MIN_FIRST_ROWS.
+MIN_CALL_ROWS, MIN_FIRST_ROWS, MIN_CALL_SECONDS = 64, 2, 0.25
+#: A call sized to the time left takes at most this share of its slice's time left, at its scenario's slowest rate:
+#: a machine that slows k-fold mid-slice (another job starts) overruns it by at most (k x CALL_SHARE - 1) of it, and
+#: the slow call re-rates the calls after it.
+CALL_SHARE = 0.5
 #: The most of the time left the probe pass may take, in equal shares per scenario left.
 PROBE_PASS_SHARE = 0.5
 #: The share of the budget kept after the main pass, on top of the run-level checks' expected time (_reserve), and
@@ -170,8 +175,10 @@ def _scenario_pass(caller, s: Scenario, calls: Calls, seed: int, fixed: int | No
     cap = fixed if fixed is not None else caller.contract.max_rows(s)
     if s.joint:
         call = functools.partial(feed, caller, s, calls, seed=seed, clock=clock)
+        calls_rows = functools.partial(_rows_in_time, caller, s, slice_end=slice_end)  # a batch: JOINT_TOKENS calls
+        size = None if fixed is not None else lambda rows: calls_rows(rows * JOINT_TOKENS) // JOINT_TOKENS
         tally.joint = joint_counts(call, s, cap, JOINT_TOKENS, slice_end=slice_end, deadline=clock.deadline,
-                                   owns=lambda batch: owns(batch + 1))  # fmt: skip
+                                   owns=lambda batch: owns(batch + 1), size=size)  # fmt: skip
         if fixed is not None and time.perf_counter() >= slice_end:
             calls.cut[s.name] = fixed
         return
@@ -182,6 +189,8 @@ def _scenario_pass(caller, s: Scenario, calls: Calls, seed: int, fixed: int | No
         rows_now = int(min(s.rows_per_call, cap - planned))
         if fixed is None:  # sized by time: a call should end by the slice's end, at this scenario's measured rate
             rows_now = _rows_in_time(caller, s, rows_now, slice_end)
+            if not rows_now:  # not one row fits in the slice's time left
+                break
         if owns(chunk):
             feed(caller, s, calls, rows_now, chunk, seed=seed, clock=clock)
         planned += rows_now
@@ -193,11 +202,16 @@ def _scenario_pass(caller, s: Scenario, calls: Calls, seed: int, fixed: int | No
 
 
 def _rows_in_time(caller: Caller, s: Scenario, rows: int, slice_end: float) -> int:
-    """At most the rows the time to slice_end buys at the scenario's slowest measured rate (at least MIN_CALL_ROWS)."""
+    """At most the rows CALL_SHARE of the time to slice_end buys at the scenario's slowest measured rate. At least
+    MIN_CALL_ROWS when they take under MIN_CALL_SECONDS; else 0 when not one row fits (a row at V = 151,936 takes
+    0.7 s under load: a floor of 64 rows made a 45 s call past a 60 s budget)."""
     rate = caller.limits.row_rate.get(s.name)
     if not rate:
         return rows
-    return int(min(rows, max(MIN_CALL_ROWS, (slice_end - time.perf_counter()) / rate)))
+    fit = CALL_SHARE * (slice_end - time.perf_counter()) / rate
+    if MIN_CALL_ROWS * rate <= MIN_CALL_SECONDS:
+        fit = max(fit, MIN_CALL_ROWS)
+    return int(min(rows, fit))
 
 
 def _rows_for(caller: Caller, s: Scenario, rows: int, seconds: float) -> int:

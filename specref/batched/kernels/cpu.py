@@ -29,7 +29,7 @@ import torch
 SOURCE = Path(__file__).with_name("block_sums.c")
 #: Every file of the library: the sources compiled, and the headers they include.
 SOURCES = (SOURCE, SOURCE.with_name("tree_walk.c"))
-HEADERS = (SOURCE.with_name("loads.h"), SOURCE.with_name("tree_walk_impl.h"))
+HEADERS = tuple(SOURCE.with_name(name) for name in ("loads.h", "tree_walk_impl.h", "block_impl.h"))
 #: Input dtypes of the tree walk (`tree_walk`): float64 runs the reference's IEEE operations.
 WALK_DTYPES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2, torch.float64: 3}
 WALK_RULES = {"mss": 0, "rsd": 1, "target_only": 2, "sample_match": 3}
@@ -132,7 +132,7 @@ def block_verify(
     uniforms: torch.Tensor,  # [B, g+1] float64 holding the compute dtype's values
     threads: int | None = None,
 ):
-    """(tokens [B, g+1], rows_read [B]) of block verification (`tree_walk_impl.h`), or None without the kernel."""
+    """(tokens [B, g+1], rows_read [B]) of block verification (`block_impl.h`), or None without the kernel."""
     if _load() is None:
         return None
     batch, gamma = draft_tokens.shape

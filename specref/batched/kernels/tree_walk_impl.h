@@ -27,6 +27,28 @@ static int64_t CAT(draw_p, SUFFIX)(const void *p, int64_t V, double u, double *s
     return token;
 }
 
+/* A draw from p without the tokens marked in mask (target_only where a row stops), as draw_w on a copy of p with
+ * them zeroed: one pass over p for the block sums, then the blocks holding a marked token summed again, masked,
+ * from cache. */
+#define GET_P_MASKED(j) (mask[j] ? (T)0 : (T)LOAD(p, j))
+static int64_t CAT(draw_p_masked, SUFFIX)(const void *p, const uint8_t *mask, const int64_t *marked,
+                                          int64_t num_marked, int64_t V, double u, double *sums) {
+    int64_t token = -2;
+    (void)marked, (void)num_marked, (void)sums;
+#if !EXACT
+    const int64_t blocks = (V + DRAW_BLOCK - 1) / DRAW_BLOCK;
+    for (int64_t m = 0; m < blocks; m++) BLOCK_SUM(GET_P, m, V, sums[m]);
+    for (int64_t t = 0; t < num_marked; t++) {
+        const int64_t m = marked[t] / DRAW_BLOCK;
+        BLOCK_SUM(GET_P_MASKED, m, V, sums[m]);
+    }
+    BLOCKED_DRAW_SUMMED(GET_P_MASKED, V, u, sums, token);
+#endif
+    if (token == -2) EXACT_SCAN(GET_P_MASKED, V, u, token);
+    return token;
+}
+#undef GET_P_MASKED
+
 /* sum(w) (left to right when EXACT) */
 static T CAT(total, SUFFIX)(const T *w, int64_t V) {
     if (EXACT) {
@@ -177,6 +199,10 @@ static void CAT(walk_row, SUFFIX)(const Walk *walk, int64_t b, Scratch *scratch)
                 if (tok[c - 1] == token) chosen = c;
         } else if (walk->rule == TARGET_ONLY) {
             T mass = 1;
+            for (int64_t c = first[node]; c >= 0; c = next[c]) PREFETCH(p + tok[c - 1] * item); /* together */
+            if (depth == 0 && b + 1 < walk->end) /* the next row's root tests, fetched during this row's pass */
+                for (int64_t i = 0; i < N; i++)
+                    if (parents[N + i] == 0) PREFETCH(target + (N + 1) * V * item + tok[N + i] * item);
             for (int64_t c = first[node]; c >= 0 && chosen < 0; c = next[c]) {
                 int64_t x = tok[c - 1], duplicate = 0;
                 for (int64_t e = first[node]; e != c; e = next[e]) duplicate |= tok[e - 1] == x;
@@ -190,10 +216,14 @@ static void CAT(walk_row, SUFFIX)(const Walk *walk, int64_t b, Scratch *scratch)
                     mass -= p_x;
             }
             if (chosen < 0) { /* emit from p without the tried tokens */
-                for (int64_t j = 0; j < V; j++) w[j] = (T)LOAD(p, j);
-                for (int64_t c = first[node]; c >= 0; c = next[c]) w[tok[c - 1]] = 0;
+                int64_t marked = 0;
+                for (int64_t c = first[node]; c >= 0; c = next[c]) {
+                    scratch->mask[tok[c - 1]] = 1;
+                    scratch->tried[marked++] = tok[c - 1];
+                }
                 reads++;
-                token = CAT(draw_w, SUFFIX)(w, V, u[N], scratch->sums);
+                token = CAT(draw_p_masked, SUFFIX)(p, scratch->mask, scratch->tried, marked, V, u[N], scratch->sums);
+                while (marked > 0) scratch->mask[scratch->tried[--marked]] = 0;
                 if (token < 0) token = CAT(draw_p, SUFFIX)(p, V, u[N], scratch->sums);
             }
         } else { /* mss, rsd */
@@ -251,86 +281,3 @@ static void CAT(walk_row, SUFFIX)(const Walk *walk, int64_t b, Scratch *scratch)
     walk->max_depth[b] = max_depth;
 }
 
-#undef GET_W
-#undef GET_P
-
-/* Block verification (Sun et al. 2025) of one batch row, `specref.batched.block`'s arithmetic: the weights b_i at
- * the drafts, then h_i from the top down (h_n = b_n; below it r_i = sum (b_i p_i - q_i)_+ in one pass over p_i and
- * q_i), stopping at the first i with u_{i-1} < h_i: tau. The final draw from (b_tau p_tau - q_tau)_+ (tau < n),
- * else p_n, with u_g. Rows above tau are never read. */
-static void CAT(block_row, SUFFIX)(const Block *block, int64_t b, Scratch *scratch) {
-    const int64_t V = block->vocab, g = block->gamma, n = block->num_draft[b], item = block->item;
-    const char *target = block->target + b * (g + 1) * V * item;
-    const char *draft = block->draft ? block->draft + b * g * V * item : NULL;
-    const int64_t *x = block->tokens + b * g;
-    const double *u = block->uniforms + b * (g + 1);
-    T *w = scratch->w, weight[g + 1];
-    int64_t reads = 0, tau = 0, last_pass = -1;
-    weight[0] = 1;
-    for (int64_t i = 1; i <= n; i++) {
-        const char *p = target + (i - 1) * V * item;
-        T q_x = draft ? (T)LOAD(draft + (i - 1) * V * item, x[i - 1]) : (T)1;
-        T v = weight[i - 1] * (T)LOAD(p, x[i - 1]) / q_x;
-        weight[i] = v > 1 ? (T)1 : v;
-    }
-    for (int64_t i = n; i >= 1 && tau == 0; i--) {
-        T h = weight[i];
-        if (i < n) { /* r_i, one pass over p_i and q_i (w keeps (b_i p_i - q_i)_+ for the final draw) */
-            const char *p = target + i * V * item, *q = draft ? draft + i * V * item : NULL;
-            double total = 0.0;
-#if EXACT
-            for (int64_t j = 0; j < V; j++) {
-                T v = weight[i] * (T)LOAD(p, j) - (q ? (T)LOAD(q, j) : (T)(j == x[i]));
-                v = v > 0 ? v : 0;
-                w[j] = v;
-                total += v; /* left to right */
-            }
-#else
-            for (int64_t start = 0; start < V; start += DRAW_BLOCK) {
-                int64_t stop = start + DRAW_BLOCK < V ? start + DRAW_BLOCK : V, j = start;
-                float lane[WALK_LANES] = {0};
-                if (q)
-                    for (; j + WALK_LANES <= stop; j += WALK_LANES)
-                        for (int k = 0; k < WALK_LANES; k++) {
-                            float v = weight[i] * (float)LOAD(p, j + k) - (float)LOAD(q, j + k);
-                            v = v > 0.0f ? v : 0.0f;
-                            w[j + k] = v;
-                            lane[k] += v;
-                        }
-                for (; j < stop; j++) {
-                    float v = weight[i] * (float)LOAD(p, j) - (q ? (float)LOAD(q, j) : (float)(j == x[i]));
-                    v = v > 0.0f ? v : 0.0f;
-                    w[j] = v;
-                    lane[0] += v;
-                }
-                for (int k = 0; k < WALK_LANES; k++) total += lane[k];
-            }
-#endif
-            reads += 1 + (q != NULL);
-            last_pass = i;
-            T r = (T)total;
-            h = r > 0 ? r / (r + 1 - weight[i]) : (T)0;
-        }
-        if (u[i - 1] < h) tau = i;
-    }
-    const char *p_tau = target + tau * V * item;
-    int64_t token = -1;
-    if (tau < n) {
-        if (last_pass != tau) { /* tau = 0: (p_0 - q_0)_+, not read yet */
-            const char *q = draft ? draft : NULL;
-            for (int64_t j = 0; j < V; j++) {
-                T v = weight[0] * (T)LOAD(p_tau, j) - (q ? (T)LOAD(q, j) : (T)(j == x[0]));
-                w[j] = v > 0 ? v : 0;
-            }
-            reads += 1 + (q != NULL);
-        }
-        token = CAT(draw_w, SUFFIX)(w, V, u[g], scratch->sums);
-    } else {
-        reads += 1;
-    }
-    if (token < 0) token = CAT(draw_p, SUFFIX)(p_tau, V, u[g], scratch->sums);
-    int64_t *out = block->out_tokens + b * (g + 1);
-    for (int64_t i = 0; i < tau; i++) out[i] = x[i];
-    out[tau] = token;
-    block->rows_read[b] = reads;
-}

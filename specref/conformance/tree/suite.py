@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .adapters import builtin_tree_adapters
 from .mutants import CAUGHT_BY, MUTANTS
-from .runner import run_tree
+from . import run_tree
 
 
 def suite(rows: int = 20_000, mutant_rows: int = 4000, seed: int = 0, alpha: float = 1e-3) -> str:
