@@ -15,9 +15,9 @@ import argparse
 import time
 from pathlib import Path
 
+from . import run_tree
 from .adapters import builtin_tree_adapters
 from .mutants import CAUGHT_BY, MUTANTS
-from . import run_tree
 
 
 def suite(rows: int = 20_000, mutant_rows: int = 4000, seed: int = 0, alpha: float = 1e-3) -> str:
