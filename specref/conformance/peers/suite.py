@@ -123,6 +123,19 @@ EDGE_NOTES = {
 }  # fmt: skip
 
 
+def known_verdict(name: str) -> str | None:
+    """The verdict specref found for a real engine at the installed version (FINDINGS, or the one verdict of its rare
+    edge in EDGE_NOTES), or None: what the conformance suite expects of that built-in."""
+    builtin = BY_NAME.get(name)
+    if builtin is None or builtin.engine is None:
+        return None
+    finding = FINDINGS.get((name, _package(builtin.engine.distributions)))
+    if finding is not None:
+        return finding[0]
+    verdicts = EDGE_NOTES.get(name, ((), ""))[0]
+    return verdicts[0] if len(verdicts) == 1 and verdicts[0] != "did not run" else None
+
+
 def with_findings(row: Row) -> Row:
     verdict, text = FINDINGS.get((row.engine, row.package), (None, ""))
     if row.verdict == verdict and text not in row.why:
