@@ -199,3 +199,30 @@ def test_the_probe_costs_two_calls_for_a_verifier_without_the_edge_and_a_few_wit
     calls.clear()
     _probe(Adapter("accept_le", counted(CATALOGUE["accept_le_fp32"].verify)))
     assert len(calls) <= 6  # + the natural control, one prefix, one confirmation (the locating replay is forked)
+
+
+def _edge_report(zero_tokens: int, rows: int):
+    """A report whose forced probe named the accept edge (2^-24) and whose probe scenario emitted zero_tokens
+    tokens of target probability 0 in `rows` rows of g = 1."""
+    from specref.conformance.checks import t0_result
+    from specref.conformance.report import Report
+    from specref.stats import ErrorBudget
+
+    report = Report(Adapter("v", verify=None), seed=0, budget_seconds=None, alpha=1e-3)
+    report.scenarios = {"probe_zero_ratio_g1": {"rows": rows, "gamma": 1}}
+    probe = {"edges": {"accept": {"event_probability": 2**-24}}}
+    report.add_t0("run", [t0_result("rare_edge[accept]", 1, 64, {"family": "edge", "forced_probe": probe})])
+    report.add_t0("probe_zero_ratio_g1", [t0_result("t0_zero_prob_emitted", zero_tokens, rows)])
+    report.finish(ErrorBudget(1e-3), 1.0, family_size=0)
+    return report
+
+
+def test_zero_tokens_the_named_edge_explains_keep_the_rare_edge_verdict_and_more_do_not():
+    from specref.conformance.report import NON_CONFORMING, RARE_EDGE
+
+    rows = 16_000_000  # 32M draws at 2^-24: 1.9 expected
+    natural = _edge_report(2, rows)
+    assert natural.verdict == RARE_EDGE and natural.natural_edge["tokens"] == 2, natural.summary()
+    assert "met naturally" in natural.summary() and natural.to_dict()["natural_edge"]["draws"] == 2 * rows
+    assert _edge_report(40, rows).verdict == NON_CONFORMING  # 40 where 1.9 are expected: another bug
+    assert _edge_report(2, 1000).verdict == NON_CONFORMING  # 2 in 2,000 draws: not the 2^-24 edge

@@ -24,7 +24,7 @@ from . import registry
 from .edge_report import markdown as edge_markdown
 from .plan import describe
 from .plots import BAND_Z, PLOT_FILES, write_plots
-from .report import Report, count_statuses, counts_line
+from .report import RARE_EDGE, Report, count_statuses, counts_line
 from .snippets import snippet
 
 
@@ -143,6 +143,8 @@ def render_markdown(record: dict) -> str:
                 f"tests with p/q = 0 (target {probe['target_rows']:,}); it sees {probe['event']} at least once "
                 f"with probability {probe['detection_probability']:.3g}; it catches {probe['catches']}"
             )
+    if record.get("natural_edge") and record["verdict"] == RARE_EDGE:
+        lines.append(f"- {record['natural_edge']['words']}")
     if adapter.get("notes"):
         lines.append(f"- notes: {adapter['notes']}")
     if record["verdict"] == "lossy by configuration":

@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.stats import poisson
 
 from ..stats import CheckResult, ErrorBudget
 from ..stats.record import STATUSES, CheckId, json_safe
@@ -27,6 +28,13 @@ PLOT_MAX_VOCAB = 64
 def lossless(rule: str) -> str:
     """The verdict of a verifier that keeps the target law and follows its declared rule other than exact."""
     return f"lossless (declared rule {rule})"
+
+
+def natural_edge_words(tokens: int, draws: int, event: float, p_value: float) -> str:
+    return (
+        f"the {tokens} zero-probability token(s) emitted in the run are the named edge met naturally: {draws:,} "
+        f"draws at {event:.3g} each explain them (one-sided Poisson p = {p_value:.3g})"
+    )
 
 
 def kind_of(check_name: str) -> str:
@@ -77,6 +85,7 @@ class Report:
     verdict: str = ""
     rule_diagnosis: dict = field(default_factory=dict)  # other rules' fit and the acceptance ratio (see runner)
     probe: dict = field(default_factory=dict)  # the rare-edge probe: tests run and detection probability
+    natural_edge: dict = field(default_factory=dict)  # zero-probability tokens a named edge explains (_edge_explains)
 
     def add_t0(self, scenario: str, results: list[CheckResult]) -> None:
         for r in results:
@@ -100,12 +109,34 @@ class Report:
         failed = {family(r) for r in self.failures}
         if not failed:
             self.verdict = CONFORMING if self.adapter.rule == "exact" else lossless(self.adapter.rule)
-        elif failed == {EDGE}:
+        elif failed == {EDGE} or (EDGE in failed and self._edge_explains()):
             self.verdict = RARE_EDGE  # the law is otherwise exact; the edge is named with its probability
         elif self.adapter.lossy and LAW in failed and failed <= {LAW, RULE}:
             self.verdict = LOSSY  # lossy describes a law: it never excuses a crash or a broken invariant
         else:
             self.verdict = NON_CONFORMING
+
+    def _edge_explains(self) -> dict | None:
+        """When the forced probe named an edge and every other failure is a zero-probability token, whether those
+        tokens are no more than the named edge explains in nature: a one-sided Poisson test, at the run's alpha, of
+        their count against (the run's draws, rows x (g+1)) x (the edge's event probability). Then they are the edge
+        itself, met naturally, and the verdict stays "rare edge"; more tokens are another bug. The finding is kept in
+        `self.natural_edge` (report.json "natural_edge") and shown in the summary and report.md."""
+        others = [r for r in self.failures if family(r) != EDGE]
+        if not others or any(kind_of(r.name) != "t0_zero_prob_emitted" for r in others):
+            return None
+        found = [c.details.get("forced_probe", {}) for c in self.checks if c.details.get("forced_probe")]
+        events = [e.get("event_probability") or 0.0 for f in found for e in f.get("edges", {}).values()]
+        draws = sum(s["rows"] * ((s.get("gamma") or 0) + 1) for s in self.scenarios.values())
+        tokens = sum(int(r.statistic) for r in others)
+        if not events or not max(events) > 0:
+            return None
+        p_value = float(poisson.sf(tokens - 1, draws * max(events)))
+        if p_value <= self.alpha:
+            return None
+        self.natural_edge = {"tokens": tokens, "draws": draws, "event_probability": max(events), "p_value": p_value,
+                             "words": natural_edge_words(tokens, draws, max(events), p_value)}  # fmt: skip
+        return self.natural_edge
 
     @property
     def law_kept(self) -> bool:
@@ -155,6 +186,8 @@ class Report:
             lines.append(f"  cut short by the time budget: {self.cut_short}")
         if self.law_kept:
             lines.append(f"  output law kept; acceptance does not follow {self.adapter.rule!r} ({self.rule_words()})")
+        if self.natural_edge and self.verdict == RARE_EDGE:
+            lines.append(f"  {self.natural_edge['words']}")
         lines += ["  " + line for line in failure_lines(self.failures)]
         if self.verdict == LOSSY:
             tv = self.measured_tv()
@@ -212,6 +245,7 @@ class Report:
                 "law_kept": self.law_kept,
                 "rule_diagnosis": self.rule_diagnosis,
                 "probe": self.probe,
+                "natural_edge": self.natural_edge,
                 "counts": self.counts(),
                 "caught_by": self.caught_by(),
                 "measured_tv": self.measured_tv() if a.lossy else {},
