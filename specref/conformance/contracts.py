@@ -7,8 +7,9 @@
 One run (runner.py) serves every contract: the sizing, the probe, the passes, the hang-safe caller,
 reproducibility, coupling, Holm, the rule diagnosis, shards and merge are written once. A Contract says only what
 differs: how to wrap an adapter, which scenarios apply, how a call's inputs are built and its output read back
-(`form`, calls.CallForm), what a scenario's tally counts and tests, its run-level checks and its rare-edge probe.
-The chain kernel's contract is below; the tree verifier's is tree/contract.py, the whole pipeline's pipeline.py.
+(`form`, callform.CallForm), what a scenario's tally counts and tests, its run-level checks and its rare-edge
+probe. The chain kernel's contract is contract_chain.py; the tree verifier's tree/contract.py; the whole
+pipeline's pipeline.py. This module imports neither (the CLI's `--list` stays free of torch).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class Contract(Protocol):
 
     name          "chain" | "tree" | "pipeline"
     seed_key      a call's generator seed is passes.derive_seed(seed_key, run seed, scenario, chunk)
-    form          calls.CallForm: how a call's arguments are built and its output read (in the worker)
+    form          callform.CallForm: how a call's arguments are built and its output read (in the worker)
     shardable     whether a run can be cut into shards (shards.py) and merged
     call_mode     None (calls.call_mode decides) or the mode its calls must run in ("thread")
     get(name)                                 -> one scenario of the catalogue
