@@ -33,11 +33,11 @@ from ..extras import MATPLOTLIB, TORCH, exit_if_missing, notice
 if __name__ == "__main__":  # before torch is imported below
     exit_if_missing("python -m specref.conformance.suite", TORCH)
 
-from . import run  # noqa: E402
+from . import registry, run  # noqa: E402
 from .adapters import as_adapter, builtin_adapters  # noqa: E402
 from .peers.suite import known_verdict  # noqa: E402
 from .render import write_index, write_report  # noqa: E402
-from .report import CONFORMING, LOSSY, NON_CONFORMING  # noqa: E402
+from .report import CONFORMING, LOSSY, NON_CONFORMING, RARE_EDGE  # noqa: E402
 
 HARNESS_ERROR = "harness error"
 BUILTIN_BUDGET_SECONDS = 150.0  # half the CLI default (300 s), so the whole suite runs in about 20 minutes
@@ -129,7 +129,8 @@ def run_mutants(out: Path, names: list[str], *, seed: int, budget_seconds: float
         adapter = replace(as_adapter(mutant), dtype=getattr(torch, dtype))
         report, wall, error = run_one(adapter, out / mutants_folder(dtype) / name, spec=spec, seed=seed,
                                       budget_seconds=budget_seconds, plots=plots)  # fmt: skip
-        expected = LOSSY if mutant.lossy else NON_CONFORMING
+        edge_only = {registry.family_of(kind) for kind in mutant.caught_by} == {registry.EDGE}  # "Zero edges"
+        expected = LOSSY if mutant.lossy else RARE_EDGE if edge_only else NON_CONFORMING
         outcome = Outcome(name, error or report.verdict, expected, [] if error else report.caught_by(), wall,
                           budget_seconds, designed_for=list(mutant.caught_by), bug_class=mutant.bug_class,
                           measured_tv=report.measured_tv() if mutant.lossy and not error else None)  # fmt: skip
