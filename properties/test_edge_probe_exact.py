@@ -70,7 +70,10 @@ def test_correct_engines_pass_every_edge_check(name):
     probe = _probe(builtin_adapters()[name]())
     assert _verdicts(probe) == {"accept": "pass", "correction": "pass", "bonus": "pass"}
     assert not probe.summary["edges"] and "not_shown" not in probe.summary
-    assert all(b["outputs_read"] >= ROWS for b in probe.summary["batches"].values())
+    if name == "reference":  # float64 uniforms: forced float32 zeros never reach them, so it is given a 0 directly
+        assert all(b == {"injected": True} for b in probe.summary["batches"].values())
+    else:
+        assert all(b["outputs_read"] >= ROWS for b in probe.summary["batches"].values())
 
 
 @pytest.mark.parametrize(

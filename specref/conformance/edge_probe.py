@@ -21,7 +21,8 @@ copies its state into the RNG it draws from, as the transformers adapter does). 
 outputs of the forced stream a call read; a verifier that read fewer than one per row (a seed for its own RNG,
 numpy, an engine's sampler) or runs on CUDA (Philox cannot be forced) gets "rare edge not shown", and its checks
 are not tested, never passed. Where the generator cannot be forced but the adapter declares `uniforms` (CUDA), the
-same batches are called with a 0 injected in one column at a time (`inject`).
+same batches are called with a 0 injected in one column at a time (`inject`); so is a verifier declaring float64
+uniforms (the reference engine), whose draws forced float32 zeros never make 0.
 
 Trees: the tree contract (tree/contract.py: TreeContract.edge_probe) runs the same probe on the same rows as
 one-node trees (`probe_batch(..., tree=True)`, tree/scenarios.from_chain: N = 1, the single child is the chain's
@@ -146,8 +147,13 @@ def edge_probe(caller: Caller, seed: int, timeout: Callable[[], float], inject: 
     adapter, started = caller.adapter, time.perf_counter()
     probe = EdgeProbe(summary={"rows": ROWS, "forced_outputs": FORCEABLE, "edges": {}, "batches": {}})
     on_cpu = torch.device(adapter.device).type == "cpu" if inject is None else not inject
+    if inject is None and getattr(adapter, "uniform_dtype", None) == torch.float64:
+        # forced float32 zeros never make its float64 draws 0: give it a 0 directly where it accepts uniforms
+        on_cpu = False
     if not on_cpu and not adapter.uniforms:
-        why = f"rare edge not shown: the verifier runs on {adapter.device}, whose generator (Philox) cannot be forced"
+        why = (f"rare edge not shown: the verifier runs on {adapter.device}, whose generator (Philox) cannot be forced"
+               if torch.device(adapter.device).type != "cpu" else "rare edge not shown: the verifier declares float64 "
+               "uniforms, which forced float32 zeros never make 0, and accepts no injected ones")  # fmt: skip
         probe.summary["not_shown"] = why
         probe.results = [_untested(f"{KIND}[{edge}]", why) for edge in EDGES]
         return probe
