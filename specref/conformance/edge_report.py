@@ -88,6 +88,11 @@ def markdown(record: dict) -> list[str]:
             ]
     elif forced.get("not_shown"):
         lines.append(f"- {forced['not_shown']}.")
+    elif any(b.get("injected") for b in forced.get("batches", {}).values()):
+        lines.append(
+            "- No rare edge shown: with a uniform of exactly 0 injected at each accept test and at each final "
+            "draw (one column at a time, the others natural), no zero-probability token was emitted."
+        )
     else:
         read = ", ".join(f"{name} {b['outputs_read']}" for name, b in forced.get("batches", {}).items())
         lines.append(f"- No rare edge shown: the verifier read {read} outputs of the forced generator, and with a "
