@@ -22,7 +22,7 @@ from .scenarios import Scenario, probe_detection, probe_event_probability, probe
 class Counted(Protocol):
     """What the calls left: passes.Calls for one run, shards.Merged for merged shards."""
 
-    tallies: dict[str, checks.Tally]
+    tallies: dict  # scenario -> its contract's tally (checks.Tally, tree.checks.TreeTally, pipeline.PipelineTally)
     broken: dict[str, AdapterFailure]
     stopped: str | None
     finished: set[str]
@@ -87,7 +87,7 @@ def scenario_checks(report: Report, s: Scenario, plan: RunPlan, counted: Counted
     return results
 
 
-def why_not_run(s: Scenario, tally: checks.Tally, failure: AdapterFailure | None, stopped: str | None) -> str | None:
+def why_not_run(s, tally, failure: AdapterFailure | None, stopped: str | None) -> str | None:
     """Why a scenario's T2 checks cannot be computed, or None when they can."""
     if failure is not None:
         return f"the adapter failed on this scenario ({failure.kind})"

@@ -244,8 +244,6 @@ def record(log: list, adapter: Adapter, s: Scenario, rows: int, seed: int, chunk
     """The provenance of one call (what a snippet needs to rebuild and repeat it), appended to the scenario's log."""
     where = {"scenario": s.name, "seed": seed, "chunk": chunk, "rows": rows, "generator_seed": generator_seed,
              "dtype": str(adapter.dtype), "device": str(adapter.device)}  # fmt: skip
-    if getattr(adapter, "scheme", None):  # a tree's drafting scheme rebuilds its batch
-        where["scheme"] = adapter.scheme
     if start_states is not None and not np.array_equal(start_states, np.full(rows, s.starts[0])):
         # a joint-loop call past the first: its start states came from earlier outputs (None: too many to keep)
         where["start_states"] = start_states.tolist() if rows <= MAX_RECORDED_STATES else None

@@ -18,7 +18,7 @@ def snippet(record: dict, where: dict, details: dict) -> str | None:
         from .tree.scenarios import SCENARIOS as TREE_SCENARIOS
 
         scenario = TREE_SCENARIOS.get(where.get("scenario"))
-        if scenario is None or scenario.joint or "scheme" not in where:
+        if scenario is None or scenario.joint:
             return None  # the joint loop feeds each call the states the last one reached; they are not recorded
         return _tree(record, where)
     from .scenarios import SCENARIOS
@@ -105,7 +105,7 @@ def _tree(record: dict, where: dict) -> str:
             "from specref.conformance.tree.scenarios import get",
             _load(record, "specref.conformance.tree:builtin_tree_adapters"),
             f"batch = get({scenario!r}).given({dtype}).inputs(rows={rows}, seed={seed}, chunk={chunk!r}, "
-            f"scheme={where['scheme']!r})",
+            f"scheme={record['adapter']['scheme']!r})",
             "# the arguments exactly as the harness built them: dtype cast, device, generator seeded per call",
             f"args, kwargs = tree_call_inputs(batch, {generator_seed}, dtype={dtype}, device={device!r}, "
             f"nodes={nodes})",

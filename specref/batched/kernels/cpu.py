@@ -57,6 +57,13 @@ def block_sums(
     return None if result is None else result[0]
 
 
+def _threads(threads: int | None, elements: int) -> int:
+    """The threads a walk runs on: torch's count for batches of at least PARALLEL_MIN_ELEMENTS probabilities."""
+    if threads is not None:
+        return threads
+    return torch.get_num_threads() if elements >= PARALLEL_MIN_ELEMENTS else 1
+
+
 def draw(
     target_probs: torch.Tensor,  # [B, g+1, V]
     draft_probs: torch.Tensor | None,  # [B, g, V]
@@ -74,8 +81,7 @@ def draw(
     if function is None:
         return None
     batch, _, vocab_size = target_probs.shape
-    if threads is None:
-        threads = torch.get_num_threads() if batch * vocab_size >= PARALLEL_MIN_ELEMENTS else 1
+    threads = _threads(threads, batch * vocab_size)
     out = torch.empty(batch, -(-vocab_size // block), dtype=torch.float64)
     token = ok = None
     if u is not None:
@@ -107,8 +113,7 @@ def tree_walk(
         return None
     batch, num_nodes = draft_tokens.shape
     vocab_size = target_probs.shape[2]
-    if threads is None:
-        threads = torch.get_num_threads() if batch * vocab_size >= PARALLEL_MIN_ELEMENTS else 1
+    threads = _threads(threads, batch * vocab_size)
     tokens = torch.full((batch, num_nodes + 1), -1, dtype=torch.int64)
     nodes = torch.full((batch, num_nodes), -1, dtype=torch.int64)
     rows_read, max_depth = torch.zeros(batch, dtype=torch.int64), torch.zeros(batch, dtype=torch.int64)
@@ -137,8 +142,7 @@ def block_verify(
         return None
     batch, gamma = draft_tokens.shape
     vocab_size = target_probs.shape[2]
-    if threads is None:
-        threads = torch.get_num_threads() if batch * vocab_size >= PARALLEL_MIN_ELEMENTS else 1
+    threads = _threads(threads, batch * vocab_size)
     tokens = torch.full((batch, gamma + 1), -1, dtype=torch.int64)
     rows_read = torch.zeros(batch, dtype=torch.int64)
     error = _loaded["block"](
