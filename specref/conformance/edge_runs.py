@@ -6,6 +6,8 @@ Each run is `run()` as `specref conform IMPL --seed K --budget-seconds B` calls 
 "+tree" is given `--tree`), in one process: the budget counts from each run's start, and imports are paid once. The
 forced edge probe runs after the passes and is deterministic per seed; the budget sizes the statistical checks only.
 Writes OUT/edges.json (one line per run, then one summary per IMPL) and OUT/edges.md; prints the summaries.
+`--render LOG ...` writes OUT/edges.md from the summaries in earlier logs instead (runs split over processes or
+environments, e.g. vLLM's venv).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import time
 from collections import Counter
 from pathlib import Path
@@ -20,6 +23,16 @@ from pathlib import Path
 
 def _forced(report) -> dict:
     return next((r.details["forced_probe"] for r in report.checks if "forced_probe" in r.details), {})
+
+
+def _commit() -> str:
+    """The code that ran: the short commit of the checkout specref was imported from ("-dirty" with local changes)."""
+    here = Path(__file__).parent
+    try:
+        head = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=here, capture_output=True, text=True)
+    except OSError:
+        return "unknown"
+    return head.stdout.strip() or "unknown"
 
 
 def runs(impl: str, seeds: int, budget: float, tell=print) -> dict:
@@ -42,7 +55,7 @@ def runs(impl: str, seeds: int, budget: float, tell=print) -> dict:
         others.update(name for name in failed if not name.startswith("rare_edge["))
         tell(json.dumps({"impl": impl, "seed": seed, "verdict": report.verdict, "failed": failed,
                          "wall_s": round(walls[-1], 1), "load1": round(loads[-1], 1)}))  # fmt: skip
-    return {"impl": impl, "seeds": seeds, "budget_seconds": budget, "verdicts": dict(verdicts),
+    return {"impl": impl, "code": _commit(), "seeds": seeds, "budget_seconds": budget, "verdicts": dict(verdicts),
             "edges_named": dict(edges), "other_failures": dict(others),
             "wall_seconds": [round(min(walls), 1), round(max(walls), 1)],
             "load1": [round(min(loads), 1), round(max(loads), 1)]}  # fmt: skip
@@ -52,11 +65,12 @@ def markdown(summaries: list[dict]) -> str:
     lines = ["# Rare edges over whole runs", "", "`python -m specref.conformance.edge_runs` (nox -s edges): each "
              "engine conformed at seeds 0..K-1; the forced edge probe is deterministic per seed, the budget sizes the "
              "statistical checks. Wall times and load (1-minute average, 2 shared cores) as measured.", "",
-             "| engine | runs | budget (s) | verdicts | edges named (runs) | other failures (runs) | wall (s) | load |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+             "| engine | code | runs | budget (s) | verdicts | edges named (runs) | other failures (runs) | wall (s) "
+             "| load |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
     for s in summaries:
         cell = lambda d: "; ".join(f"{k} ({v})" for k, v in d.items()) or "none"  # noqa: E731
-        lines.append(f"| `{s['impl']}` | {s['seeds']} | {s['budget_seconds']:g} | {cell(s['verdicts'])} | "
+        lines.append(f"| `{s['impl']}` | {s.get('code', 'unknown')} | {s['seeds']} | {s['budget_seconds']:g} | "
+                     f"{cell(s['verdicts'])} | "
                      f"{cell(s['edges_named']).replace('|', '/')} | {cell(s['other_failures'])} | "
                      f"{s['wall_seconds'][0]}-{s['wall_seconds'][1]} | {s['load1'][0]}-{s['load1'][1]} |")  # fmt: skip
     return "\n".join(lines) + "\n"
@@ -64,13 +78,20 @@ def markdown(summaries: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m specref.conformance.edge_runs", description=__doc__)
-    parser.add_argument("impls", nargs="+", metavar="IMPL")
+    parser.add_argument("impls", nargs="*", metavar="IMPL")
+    parser.add_argument("--render", nargs="+", metavar="LOG", help="edges.json logs to tabulate (no runs)")
     parser.add_argument("--seeds", type=int, default=30)
     parser.add_argument("--budget", type=float, default=75.0, help="seconds per run (the demo's: 75)")
     parser.add_argument("--out", default="reports/edges")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.render:
+        lines = [json.loads(line) for log in args.render for line in Path(log).read_text().splitlines() if line]
+        (out / "edges.md").write_text(markdown([line for line in lines if "seeds" in line]))
+        return 0
+    if not args.impls:
+        parser.error("give IMPL ... to run, or --render LOG ...")
     summaries = []
     with open(out / "edges.json", "w") as log:
 
