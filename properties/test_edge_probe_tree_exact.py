@@ -79,6 +79,10 @@ def test_correct_tree_builtins_pass_the_probe_never_fail_it(name):
     assert not probe.summary["edges"]
     if "not tested" in verdicts.values():
         assert probe.summary["not_shown"].startswith("rare edge not shown")
+    elif getattr(builtin_tree_adapters()[name](), "uniform_dtype", None) == torch.float64:
+        # forced float32 zeros never make float64 draws 0: it is given a 0 through injected uniforms
+        assert all(b == {"injected": True} for b in probe.summary["batches"].values()) and not probe.summary.get(
+            "not_counted")  # fmt: skip
     else:
         assert all(b["outputs_read"] >= ROWS for b in probe.summary["batches"].values())
 
@@ -115,3 +119,34 @@ def test_edge_runs_count_verdicts_and_name_the_edge_per_engine():
     line = next(number for number, text in enumerate(source, 1) if "coin <= ratio" in text)
     assert [n for key, n in summary["edges_named"].items() if f"tree_bugs.py:{line}: " in key] == [1]
     assert len(lines) == 1 and "| 1 | 2 | non-conforming: rare edge (1) |" in markdown([summary])
+
+
+def test_sglang_tree_takes_injected_coins_in_its_own_convention_with_no_coupling_check(monkeypatch):
+    """On CUDA the probe gives sglang-tree its zeros through uniforms (Philox cannot be forced): they reach the
+    kernel's coins as given (column j node j's coin, column N the final draw), and the harness plans no coupling
+    check (SGLang's one coin per node is not specref.reference.tree's convention). The kernel itself needs CUDA: a
+    recording stand-in takes its place, so this is the adapter's plumbing only."""
+    import sys
+    import types
+
+    from specref.conformance.peers.sglang import sglang_tree_adapter
+
+    seen = {}
+
+    def tree_speculative_sampling_target_only(**kwargs):
+        seen.update(kwargs)
+
+    monkeypatch.setitem(sys.modules, "sgl_kernel", types.SimpleNamespace(
+        tree_speculative_sampling_target_only=tree_speculative_sampling_target_only))  # fmt: skip
+    adapter = replace(sglang_tree_adapter(), device="cpu")
+    assert adapter.uniforms and not adapter.coupled and adapter.uniform_dtype == torch.float32
+    batch = probe_batch("accept", torch.float32, 4, 0, tree=True)
+    coins = torch.tensor([[0.0, 0.5], [0.25, 0.0], [0.5, 0.5], [0.75, 0.125]])
+    adapter.verify(torch.tensor(batch.target_probs), torch.tensor(batch.draft_probs),
+                   torch.tensor(batch.draft_tokens), torch.tensor(batch.parents), None, uniforms=coins)  # fmt: skip
+    assert torch.equal(seen["uniform_samples"], coins) and torch.equal(seen["uniform_samples_for_final_sampling"],
+                                                                        coins[:, 1])  # fmt: skip
+    for coupled in (True, False):
+        with Caller(replace(builtin_tree_adapters()["tree-mss"](), coupled=coupled), mode="inline") as caller:
+            results, _ = caller.contract.run_checks(caller, types.SimpleNamespace(scenarios=[]), 0, None)
+        assert [r.name.split("[")[0] for r in results] == ["reproducibility"] + ["coupling"] * coupled

@@ -115,10 +115,13 @@ def _sglang_verify(
     return tokens
 
 
-def _sglang_tree_verify(target_probs, draft_probs, draft_tokens, parents, generator=None, *, return_nodes=False):
-    """The tree contract (specref.tree_contract); draft_probs is not read (target-only)."""
+def _sglang_tree_verify(
+    target_probs, draft_probs, draft_tokens, parents, generator=None, *, return_nodes=False, uniforms=None
+):
+    """The tree contract (specref.tree_contract); draft_probs is not read (target-only). uniforms [B, N+1]: SGLang's
+    own convention (column j is node j's one coin, column N the final draw), given by the rare-edge probe."""
     batch, n = draft_tokens.shape
-    uniforms = _uniforms(generator, batch, n + 1, target_probs.device)
+    uniforms = _uniforms(generator, batch, n + 1, target_probs.device, uniforms)
     tokens, nodes = _kernel(target_probs, draft_tokens, parents, uniforms)
     return (tokens, nodes) if return_nodes else tokens
 
@@ -156,9 +159,13 @@ def sglang_tree_adapter():
         rule="target_only",
         scheme="topk",
         nodes=True,
+        uniforms=True,
+        coupled=False,
+        uniform_dtype=torch.float32,
         notes="sgl_kernel.tree_speculative_sampling_target_only on the harness's top-k trees (EAGLE's drafting). "
         "One coin per node, compared with the running sum of p over the children in sibling order: the law of "
-        "the target_only rule, with its own coupling (so no coupling check). Float32 coins, compared with <=.",
+        "the target_only rule, with its own coupling (so no coupling check; its uniforms reach the rare-edge "
+        "probe only). Float32 coins, compared with <=.",
     )
 
 

@@ -12,7 +12,10 @@ a rule with its sibling order, "mss:random-order": the children tested in a unif
 always passes draft_probs (the parent's draft row per node); rules that do not read it ignore it.
 With `uniforms` declared it accepts uniforms=[B, N+1] (the coupling convention of `specref.reference.tree`) and
 the harness checks it token for token against the reference engine (check `coupling`); a random sibling order has
-no such convention, so it cannot be declared with uniforms.
+no such convention, so it cannot be declared with uniforms. `coupled=False` declares uniforms in a convention of
+its own (SGLang's: one coin per node for all its children): no coupling check, but the rare-edge probe can still
+give it a 0 where its generator cannot be forced (on a one-node tree, column 0 is the accept test, column 1 the
+final draw, in both conventions).
 
 Built-ins: the batched tree engine under each lossless rule with the scheme the rule assumes (index order only), and
 the batched chain verifiers called through `chain_as_tree` (chain-shaped scenarios only). `reference_tree_adapter`
@@ -47,6 +50,7 @@ class TreeAdapter(Adapter):
     scheme: str = "iid"
     nodes: bool = False  # accepts return_nodes=True
     chains_only: bool = False  # accepts chain-shaped trees only (a chain verifier through chain_as_tree)
+    coupled: bool = True  # with uniforms: they follow specref.reference.tree's convention (checked token for token)
     expected_conforming: bool = True  # False for the mutants (a deliberate bug)
 
     def __post_init__(self):
@@ -57,7 +61,8 @@ class TreeAdapter(Adapter):
                              "convention (specref.reference.tree); declare uniforms=False")  # fmt: skip
 
 
-_TREE_CAPABILITIES = ("dtype", "device", "rule", "scheme", "nodes", "chains_only", "uniforms", "lossy", "notes")
+_TREE_CAPABILITIES = ("dtype", "device", "rule", "scheme", "nodes", "chains_only", "uniforms", "coupled", "lossy",
+                      "uniform_dtype", "notes")  # fmt: skip
 
 
 def is_tree(obj) -> bool:
@@ -131,8 +136,9 @@ def chain_tree_adapter(engine: str = "batched") -> TreeAdapter:
     if engine == "reference":
         from ..adapters import reference_adapter
 
-        return TreeAdapter("tree-chain-reference", chain_as_tree(reference_adapter().verify), rule="mss",
-                           scheme="iid", nodes=True, uniforms=True, chains_only=True, dtype=torch.float64,
+        chain = reference_adapter()
+        return TreeAdapter("tree-chain-reference", chain_as_tree(chain.verify), rule="mss", scheme="iid", nodes=True,
+                           uniforms=True, chains_only=True, dtype=torch.float64, uniform_dtype=chain.uniform_dtype,
                            notes="specref.reference.verify (one row at a time) through tree_contract.chain_as_tree "
                            "(chain-shaped trees only)")  # fmt: skip
     from ...batched import verify as verify_chain

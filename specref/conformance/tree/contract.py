@@ -128,7 +128,8 @@ class TreeContract:
         return MAX_ROWS
 
     def run_checks(self, caller, plan, seed: int, stopped: str | None) -> tuple[list, list]:
-        coupled = caller.adapter.uniforms and not caller.adapter.lossy  # the reference engine runs every tree rule
+        adapter = caller.adapter  # the reference engine runs every tree rule, so any rule's uniforms can be coupled
+        coupled = adapter.uniforms and adapter.coupled and not adapter.lossy
         repro = plan.scenarios[0] if plan.scenarios else get("tree_star_cf").given(caller.adapter.dtype)
         return run_checks(caller, repro, coupled, coupling, seed, stopped)
 
