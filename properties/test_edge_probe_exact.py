@@ -114,6 +114,24 @@ def test_a_verifier_the_forced_stream_cannot_reach_is_not_shown_never_passed():
     assert probe.summary["not_shown"].startswith("rare edge not shown: the verifier read 2 outputs")
     cuda = _probe(Adapter("on-cuda", _fp32_then_own_rng, device="cuda"), mode="thread")
     assert set(_verdicts(cuda).values()) == {"not tested"} and "Philox" in cuda.summary["not_shown"]
+    for unreached in (probe, cuda):  # report.json carries it, so report.md and the terminal say it
+        assert unreached.results[-1].details["forced_probe"]["not_shown"] == unreached.summary["not_shown"]
+    report = run(Adapter("own-rng", _fp32_then_own_rng), scenarios=["probe_zero_ratio_g1"], rows=512)
+    said = [line.strip() for line in report.summary().splitlines() if "rare edge not shown" in line]
+    assert len(said) == 1 and said[0].startswith(probe.summary["not_shown"] + "; statistical probe's detection ")
+    assert f"- {probe.summary['not_shown']}." in render_markdown({**report.to_dict(), "spec": "x:y"})
+
+
+def test_a_pipeline_is_not_shown_with_the_reason_and_the_kernel_that_is_probed():
+    from specref.conformance.pipeline import PIPELINE_CONTRACT, PipelineRun
+
+    pipeline = type("Pipeline", (), {"kernel": "transformers"})()
+    caller = type("Caller", (), {"adapter": PipelineRun("p", verify=None, pipeline=pipeline)})()
+    probe = PIPELINE_CONTRACT.edge_probe(caller, 0)
+    assert set(_verdicts(probe).values()) == {"not tested"} and not any(r.passed and r.tested for r in probe.results)
+    why = probe.results[-1].details["forced_probe"]["not_shown"]
+    assert why.startswith("rare edge not shown: a whole pipeline drafts from its own models")
+    assert why.endswith("probed on its own: specref conform transformers")
 
 
 def test_a_failure_that_needs_several_zeros_at_once_is_not_counted():

@@ -151,12 +151,9 @@ def edge_probe(caller: Caller, seed: int, timeout: Callable[[], float], inject: 
         # forced float32 zeros never make its float64 draws 0: give it a 0 directly where it accepts uniforms
         on_cpu = False
     if not on_cpu and not adapter.uniforms:
-        why = (f"rare edge not shown: the verifier runs on {adapter.device}, whose generator (Philox) cannot be forced"
-               if torch.device(adapter.device).type != "cpu" else "rare edge not shown: the verifier declares float64 "
-               "uniforms, which forced float32 zeros never make 0, and accepts no injected ones")  # fmt: skip
-        probe.summary["not_shown"] = why
-        probe.results = [_untested(f"{KIND}[{edge}]", why) for edge in EDGES]
-        return probe
+        return not_shown(f"the verifier runs on {adapter.device}, whose generator (Philox) cannot be forced"
+                         if torch.device(adapter.device).type != "cpu" else "the verifier declares float64 uniforms, "
+                         "which forced float32 zeros never make 0, and accepts no injected ones")  # fmt: skip
     shown: dict[str, str | None] = {}  # edge -> None (tested, not found) or the reason it was not shown
     for batch_name in ("accept", "bonus"):
         try:
@@ -183,6 +180,16 @@ def edge_probe(caller: Caller, seed: int, timeout: Callable[[], float], inject: 
     # merged shards must equal one run bit for bit)
     probe.results[-1].details["forced_probe"] = probe.summary  # carried by report.json and by shards
     return probe
+
+
+def not_shown(why: str) -> EdgeProbe:
+    """The probe's records where it cannot reach the subject: every edge not tested, with the reason (report.md and
+    the terminal say "rare edge not shown: <why>" and give the statistical probe's detection probability)."""
+    why = f"rare edge not shown: {why}"
+    summary = {"rows": ROWS, "forced_outputs": FORCEABLE, "edges": {}, "batches": {}, "not_shown": why}
+    results = [_untested(f"{KIND}[{edge}]", why) for edge in EDGES]
+    results[-1].details["forced_probe"] = summary
+    return EdgeProbe(results=results, summary=summary)
 
 
 def _untested(name: str, why: str) -> CheckResult:

@@ -20,3 +20,5 @@ add_form("adapter", PIPELINE, Form(description="the pipeline ran: no exception, 
 add_form("t0_valid_ids", PIPELINE, Form(description="every continuation token is an id in [0, V)"))
 add_form("joint_law", PIPELINE, Form(lambda s: TEST, _joint_law, ("continuations",), "the n-token continuations of "
                                      "the prompt follow the target's exact law after its processors"))  # fmt: skip
+add_form("rare_edge", PIPELINE, Form(description="not tested: the forced probe cannot give a pipeline's accept tests "
+                                   "a draft of probability 0 (pipeline.py)"))  # fmt: skip

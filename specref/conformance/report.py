@@ -188,6 +188,7 @@ class Report:
             lines.append(f"  output law kept; acceptance does not follow {self.adapter.rule!r} ({self.rule_words()})")
         if self.natural_edge and self.verdict == RARE_EDGE:
             lines.append(f"  {self.natural_edge['words']}")
+        lines += self._edge_not_shown()
         lines += ["  " + line for line in failure_lines(self.failures)]
         if self.verdict == LOSSY:
             tv = self.measured_tv()
@@ -195,6 +196,15 @@ class Report:
                 lines.append("  measured TV of the first-token law: "
                              + ", ".join(f"{k} {v:.3f}" for k, v in sorted(tv.items())))  # fmt: skip
         return "\n".join(lines)
+
+    def _edge_not_shown(self) -> list[str]:
+        """One line where the forced probe could not reach the subject, as report.md says it: never implied passed."""
+        forced = next((c.details["forced_probe"] for c in self.checks if "forced_probe" in c.details), {})
+        if not forced.get("not_shown"):
+            return []
+        detection = self.probe.get("detection_words") if self.probe.get("scenario") else None
+        return [f"  {forced['not_shown']}" + (f"; statistical probe's detection probability: {detection}"
+                                               if detection else "")]  # fmt: skip
 
     @property
     def cut_short(self) -> str:

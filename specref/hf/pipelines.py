@@ -38,6 +38,7 @@ class PipelineAdapter:
     description: str = ""
     suggested_prompts: tuple[tuple[int, ...], ...] = ()  # in-distribution prompts for the models behind it
     kind: str = "pipeline"  # as specref.conformance.adapters.Adapter.kind
+    kernel: str = ""  # the built-in that runs its verification kernel alone (where the rare-edge probe reaches it)
 
     def law_array(self, prompt: Sequence[int], n_new: int) -> np.ndarray:  # [V] * n
         law = np.zeros((self.vocab_size,) * n_new)
@@ -83,6 +84,7 @@ def specref_pipeline(
         target.config.vocab_size,
         expected_conforming,
         description or "specref.hf.generation with specref.batched.verify",
+        kernel="batched" if verify is None else "",
     )
 
 
@@ -114,6 +116,7 @@ def transformers_pipeline(target, draft, processors: Processors, gamma: int) -> 
         target.config.vocab_size,
         True,
         "transformers generate(assistant_model=draft, do_sample=True)",
+        kernel="transformers",
     )
 
 

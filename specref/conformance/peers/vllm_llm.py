@@ -105,5 +105,6 @@ def vllm_generate(top_k: int | None = TOP_K, speculative: bool = True):
             else "without speculative decoding (the control)"
         )
         + f", on {'cuda' if torch.cuda.is_available() else 'cpu'}",
+        kernel="vllm" if speculative else "",
     )
     return with_prompts(adapter)
