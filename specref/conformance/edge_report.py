@@ -53,7 +53,11 @@ def markdown(record: dict) -> list[str]:
     probe = record.get("probe") or {}
     forced = next((c["details"]["forced_probe"] for c in record["checks"] if "forced_probe" in c["details"]), None)
     lines = ["", "## Rare edges (u = 0)", ""]
-    if forced is None:
+    if forced is None and (record.get("contract") or record["adapter"].get("kind")) == "pipeline":
+        from .pipeline import NOT_SHOWN  # a report.json from before pipelines recorded why
+
+        lines.append(f"- rare edge not shown: {NOT_SHOWN}.")
+    elif forced is None:
         lines.append("The forced edge probe did not run (a shard other than the first, or a run that stopped).")
     elif forced.get("edges"):
         from .snippets import _load

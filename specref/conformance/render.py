@@ -345,12 +345,12 @@ def rebuild(root: str | os.PathLike) -> Path:
     return write_index(root)
 
 
-if __name__ == "__main__":  # python -m specref.conformance.render [reports]
-    print(rebuild(sys.argv[1] if len(sys.argv) > 1 else "reports"))
-
-
 def _budget(seconds) -> str:
     return "no time budget (fixed rows)" if seconds is None else f"budget {seconds:g} s"
 
 
 __all__ = ["failure_section", "rebuild", "render_markdown", "write_index", "write_plots", "write_report"]
+
+
+if __name__ == "__main__":  # python -m specref.conformance.render [reports]
+    print(rebuild(sys.argv[1] if len(sys.argv) > 1 else "reports"))
