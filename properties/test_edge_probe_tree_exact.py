@@ -121,6 +121,16 @@ def test_edge_runs_count_verdicts_and_name_the_edge_per_engine():
     assert len(lines) == 1 and "| 1 | 2 | non-conforming: rare edge (1) |" in markdown([summary])
 
 
+def test_edge_runs_probe_only_sweeps_seeds_with_the_probe_alone():
+    from specref.conformance.edge_runs import markdown, probes
+
+    flagged = probes("specref.mutants.tree_bugs:tree_accept_le_fp32+tree", 2, lambda line: None)
+    correct = probes("tree-mss", 2, lambda line: None)
+    assert flagged["verdicts"] == {"edge named": 2} and sum(flagged["edges_named"].values()) == 2
+    assert correct["verdicts"] == {"passed": 2} and not correct["edges_named"]
+    assert "| 2 | probe only | passed (2) |" in markdown([correct])
+
+
 def test_sglang_tree_takes_injected_coins_in_its_own_convention_with_no_coupling_check(monkeypatch):
     """On CUDA the probe gives sglang-tree its zeros through uniforms (Philox cannot be forced): they reach the
     kernel's coins as given (column j node j's coin, column N the final draw), and the harness plans no coupling
