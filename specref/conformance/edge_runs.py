@@ -45,16 +45,18 @@ def probes(impl: str, seeds: int, tell=print) -> dict:
     from .resolve import resolve
 
     adapter, _ = resolve(impl.removesuffix("+tree"), tree=impl.endswith("+tree"))
-    found = contract(adapter)
-    adapter = found.wrap(adapter)
+    its = contract(adapter)
+    adapter = its.wrap(adapter)
     verdicts, edges, walls = Counter(), Counter(), []
-    with Caller(adapter, contract=found) as caller:
+    with Caller(adapter, contract=its) as caller:
         for seed in range(seeds):
             started = time.perf_counter()
-            probe = found.edge_probe(caller, seed)
+            probe = its.edge_probe(caller, seed)
             walls.append(time.perf_counter() - started)
-            named = probe.summary.get("edges", {})
-            verdict = "edge named" if named else "not shown" if probe.summary.get("not_shown") else "passed"
+            found = probe.summary.get("edges", {})
+            named = {key: edge for key, edge in found.items() if not edge.get("natural")}
+            verdict = ("edge named" if named else "law failure (no forced zero needed)" if found
+                       else "not shown" if probe.summary.get("not_shown") else "passed")  # fmt: skip
             verdicts[verdict] += 1
             for key, edge in named.items():
                 edges[f"{key}: {edge['words']}"] += 1
