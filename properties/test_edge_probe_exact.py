@@ -108,10 +108,24 @@ def test_transformers_kernel_edge_is_named_with_its_line():
     assert "generation/utils.py" in words and "r_i <= probability_ratio" in words
 
 
+def _seed_per_row(target_probs, draft_probs, draft_tokens, generator):
+    """u <= p/q on float32 uniforms from one generator per row, seeded from the harness's (vLLM's per-request
+    generators): it reads 2 outputs per row, more than the rows, yet none of them is a uniform."""
+    u = torch.stack([torch.rand((), generator=torch.Generator().manual_seed(s))
+                     for s in seeds_from(generator, draft_tokens.shape[0])])  # fmt: skip
+    return _accept_le_rows(target_probs, draft_probs, draft_tokens, u)
+
+
 def test_a_verifier_the_forced_stream_cannot_reach_is_not_shown_never_passed():
     probe = _probe(Adapter("own-rng", _fp32_then_own_rng))
     assert set(_verdicts(probe).values()) == {"not tested"}
-    assert probe.summary["not_shown"].startswith("rare edge not shown: the verifier read 2 outputs")
+    assert probe.summary["not_shown"].startswith("rare edge not shown: the verifier drew 1 seed from the generator")
+    numpy_rng = _probe(Adapter("numpy", lambda t, d, x, g: _accept_le_rows(t, d, x, np.random.default_rng(0).random(
+        x.shape[0]))))  # fmt: skip
+    assert numpy_rng.summary["not_shown"].startswith("rare edge not shown: the verifier read 0 outputs")
+    per_row = _probe(Adapter("seed-per-row", _seed_per_row))
+    assert per_row.summary["batches"]["accept"]["outputs_read"] >= ROWS  # read enough, but only seeds
+    assert set(_verdicts(per_row).values()) == {"not tested"} and "drew 64 seeds" in per_row.summary["not_shown"]
     cuda = _probe(Adapter("on-cuda", _fp32_then_own_rng, device="cuda"), mode="thread")
     assert set(_verdicts(cuda).values()) == {"not tested"} and "Philox" in cuda.summary["not_shown"]
     for unreached in (probe, cuda):  # report.json carries it, so report.md and the terminal say it

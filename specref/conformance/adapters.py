@@ -75,10 +75,20 @@ def contract_output(rows: list[list[int]], gamma: int, device="cpu") -> torch.Te
 
 
 def seeds_from(generator: torch.Generator | None, count: int) -> list[int]:
-    """count seeds for libraries with their own RNG, drawn from the harness's generator (deterministic per call)."""
+    """count seeds for libraries with their own RNG, drawn from the harness's generator (deterministic per call).
+    Counted (seeds_drawn): the edge probe's forced zeros land in these seeds, never in the library's uniforms."""
     if generator is None:
         raise ValueError("generator=None: this adapter draws its randomness from the harness's torch.Generator")
+    _SEEDS_DRAWN[0] += count
     return torch.randint(0, 2**62, (count,), generator=generator, device=generator.device).tolist()
+
+
+_SEEDS_DRAWN = [0]
+
+
+def seeds_drawn() -> int:
+    """Seeds drawn by seeds_from in this process so far (calls._execute reports a call's share to the caller)."""
+    return _SEEDS_DRAWN[0]
 
 
 # --- reference -------------------------------------------------------------------------------------------------

@@ -42,7 +42,7 @@ import torch
 
 from ..errors import AdapterFailure
 from ..forced import outputs_used
-from .adapters import Adapter
+from .adapters import Adapter, seeds_drawn
 from .callform import CHAIN, CallForm, _arguments, _job, call_inputs
 from .hangs import HangLimits
 from .locate import describe_error, locate, raised_at
@@ -79,7 +79,7 @@ def _execute(verify, job: dict) -> tuple:
         args, kwargs = _arguments(job)
     except BaseException as error:  # noqa: BLE001 -- e.g. out of memory building the inputs
         return ("failure", "exception", f"building the inputs: {describe_error(error)}", None)
-    start = time.perf_counter()
+    start, seeds = time.perf_counter(), seeds_drawn()
     try:
         out = verify(*args, **kwargs)
         tokens = job["form"].read(out, job)
@@ -91,7 +91,8 @@ def _execute(verify, job: dict) -> tuple:
     if job.get("generator_state") is None:
         return ("ok", tokens, seconds)
     generator = next(a for a in args if isinstance(a, torch.Generator))  # where the contract's form put it
-    return ("ok", tokens, seconds, outputs_used(generator.get_state()))  # how far the forced stream was read
+    # how far the forced stream was read, and how many seeds for other RNGs were drawn from it (adapters.seeds_from)
+    return ("ok", tokens, seconds, outputs_used(generator.get_state()), seeds_drawn() - seeds)
 
 
 # --- the caller ------------------------------------------------------------------------------------------------------
@@ -111,6 +112,7 @@ class Caller:
         self.limits = limits or HangLimits(None, DEFAULT_FLOOR)
         self.workers_started = 0
         self.outputs_used: int | None = None  # outputs of a forced generator state the last call read
+        self.seeds_drawn = 0  # seeds the last call drew from that state for RNGs of its own (adapters.seeds_from)
         self._process = self._conn = self._dump = None
 
     def __enter__(self) -> Caller:
@@ -156,6 +158,7 @@ class Caller:
             raise AdapterFailure(reply[1], reply[2], reply[3], where)
         self.limits.record(key, rows, elements, reply[2])
         self.outputs_used = reply[3] if len(reply) > 3 else None
+        self.seeds_drawn = reply[4] if len(reply) > 4 else 0
         return reply[1], seen, reply[2]
 
     def hang_limit(self, rows: int, elements: int, where: dict | None = None) -> float:

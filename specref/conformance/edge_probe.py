@@ -201,23 +201,28 @@ def _probe_batch(caller, probe: EdgeProbe, batch_name: str, seed: int, timeout, 
     called = _called(caller, batch)  # what the contract's call takes; its tokens read back as the chain's [B, 2]
     generator_seed = derive_seed("edge", seed, batch_name)
     edges_here = ("accept", "correction") if batch_name == "accept" else ("bonus",)
-    memo: dict[tuple, tuple[dict[int, str], int | None]] = {}
+    memo: dict[tuple, tuple[dict[int, str], int | None, int]] = {}
 
-    def call(positions) -> tuple[dict[int, str], int | None]:
+    def call(positions) -> tuple[dict[int, str], int | None, int]:
         key = tuple(positions)
         if key not in memo:
             state = forced_state(positions, seed=generator_seed)
             out, seen, _ = caller(called, generator_seed, timeout=timeout(), generator_state=state,
                                   where={"scenario": f"edge_{batch_name}", "rows": ROWS})  # fmt: skip
-            memo[key] = classify(batch_name, batch, caller.contract.tokens(out), seen[0]), caller.outputs_used
+            found = classify(batch_name, batch, caller.contract.tokens(out), seen[0])
+            memo[key] = found, caller.outputs_used, caller.seeds_drawn
         return memo[key]
 
-    found, used = call(range(FORCEABLE))
+    found, used, seeds = call(range(FORCEABLE))
     read = FORCEABLE if used is None else used
-    probe.summary["batches"][batch_name] = {"outputs_read": read, "rows_with_a_zero_probability_token": len(found)}
-    if read < ROWS:
+    probe.summary["batches"][batch_name] = {"outputs_read": read, "rows_with_a_zero_probability_token": len(found),
+                                            "seeds_drawn": seeds}  # fmt: skip
+    if read < ROWS or seeds:
         why = (
-            f"rare edge not shown: the verifier read {read} outputs of the generator it was given for {ROWS} "
+            f"rare edge not shown: the verifier drew {seeds} seed{'s' * (seeds != 1)} from the generator it was "
+            "given for RNGs of its own (seeds_from), so the forced zeros landed in seeds, not in its uniforms"
+            if seeds
+            else f"rare edge not shown: the verifier read {read} outputs of the generator it was given for {ROWS} "
             "rows (its uniforms come from elsewhere: its own RNG, numpy, or a seed drawn from the generator)"
         )
         probe.summary["not_shown"] = why

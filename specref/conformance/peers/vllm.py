@@ -194,6 +194,7 @@ def vllm_adapter() -> Adapter:
         point_mass=True,
         device=device,
         rule="exact",
+        uniform_dtype=torch.float64,  # generate_uniform_probs: float64 on purpose (pytorch#16706)
         notes=f"vllm {vllm.__version__} RejectionSampler.forward (vllm/v1/sample/rejection_sampler.py) on {device}, "
         f"as the model runner calls it: {code_path()}; " + _NOTES,
     )
@@ -210,6 +211,7 @@ def vllm_rejection_sample_adapter() -> Adapter:
         point_mass=True,
         device=device,
         rule="exact",
+        uniform_dtype=torch.float64,  # generate_uniform_probs: float64 on purpose (pytorch#16706)
         notes=f"vllm {vllm.__version__} rejection_sample (vllm/v1/sample/rejection_sampler.py) on {device}, without "
         f"RejectionSampler.forward's logits processing (apply_sampling_constraints): {code_path()}; " + _NOTES,
     )
