@@ -27,13 +27,21 @@ def _forced(report) -> dict:
 
 
 def _commit() -> str:
-    """The code that ran: the short commit of the checkout specref was imported from ("-dirty" with local changes)."""
-    here = Path(__file__).parent
+    """The code that ran: the short commit of the checkout specref was imported from ("-dirty" with local changes),
+    read once at import, so a checkout that moves during a long sweep does not relabel it."""
+    return _COMMIT
+
+
+def _describe() -> str:
     try:
-        head = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=here, capture_output=True, text=True)
+        head = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=Path(__file__).parent,
+                              capture_output=True, text=True)  # fmt: skip
     except OSError:
         return "unknown"
     return head.stdout.strip() or "unknown"
+
+
+_COMMIT = _describe()
 
 
 def probes(impl: str, seeds: int, tell=print) -> dict:
