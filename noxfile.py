@@ -90,10 +90,15 @@ def conformance(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def edges(session: nox.Session) -> None:
-    """Rare edges over whole runs: the u = 0 engines flagged and the correct ones passing at 30 seeds each, 75 s
-    budget; reports/edges/. Posargs replace the engine list and options (specref.conformance.edge_runs)."""
+    """Rare edges at 30 seeds each: the forced probe alone on every built-in that runs here and the u = 0 verifiers
+    (seconds), then whole runs at the demo's 75 s budget (hours on 2 cores); reports/edges/edges.md from both.
+    Posargs replace the whole runs' engine list and options (specref.conformance.edge_runs)."""
     install(session)
-    session.run("python", "-m", "specref.conformance.edge_runs", *(session.posargs or EDGE_RUNS))
+    edge_runs = ("python", "-m", "specref.conformance.edge_runs")
+    session.run(*edge_runs, "--probe-only", "--builtins", "--out", "reports/edges/probes", *EDGE_RUNS[:5])
+    session.run(*edge_runs, "--out", "reports/edges/runs", *(session.posargs or EDGE_RUNS))
+    session.run(*edge_runs, "--out", "reports/edges", "--render", "reports/edges/probes/edges.json",
+                "reports/edges/runs/edges.json")  # fmt: skip
 
 
 #: The engines of `nox -s edges`: the u = 0 verifiers (the external buggy.py, the catalogue's edge mutants, the tree

@@ -122,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("impls", nargs="*", metavar="IMPL")
     parser.add_argument("--render", nargs="+", metavar="LOG", help="edges.json logs to tabulate (no runs)")
     parser.add_argument("--probe-only", action="store_true", help="the forced probe alone at each seed (no run)")
+    parser.add_argument("--builtins", action="store_true", help="add every kernel and tree built-in that runs here")
     parser.add_argument("--seeds", type=int, default=30)
     parser.add_argument("--budget", type=float, default=75.0, help="seconds per run (the demo's: 75)")
     parser.add_argument("--out", default="reports/edges")
@@ -132,8 +133,12 @@ def main(argv: list[str] | None = None) -> int:
         lines = [json.loads(line) for log in args.render for line in Path(log).read_text().splitlines() if line]
         (out / "edges.md").write_text(markdown([line for line in lines if "seeds" in line]))
         return 0
+    if args.builtins:
+        from ..builtins import BUILTINS
+
+        args.impls = [b.name for b in BUILTINS if b.kind != "pipeline" and b.available()] + args.impls
     if not args.impls:
-        parser.error("give IMPL ... to run, or --render LOG ...")
+        parser.error("give IMPL ... to run (or --builtins), or --render LOG ...")
     summaries = []
     with open(out / "edges.json", "w") as log:
 
