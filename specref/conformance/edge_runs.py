@@ -102,9 +102,14 @@ def runs(impl: str, seeds: int, budget: float, tell=print) -> dict:
 
 
 def markdown(summaries: list[dict]) -> str:
-    lines = ["# Rare edges over whole runs", "", "`python -m specref.conformance.edge_runs` (nox -s edges): each "
-             "engine conformed at seeds 0..K-1; the forced edge probe is deterministic per seed, the budget sizes the "
-             "statistical checks. Wall times and load (1-minute average, 2 shared cores) as measured.", "",
+    lines = ["# Rare edges over many seeds", "", "`python -m specref.conformance.edge_runs` (nox -s edges): each "
+             "engine at seeds 0..K-1. A row with a budget is K whole runs (`specref conform IMPL --seed K "
+             "--budget-seconds B`): the forced edge probe is deterministic per seed and runs after the passes, so the "
+             "budget sizes only the statistical checks; a run's verdict is non-conforming rather than rare edge when "
+             "those checks fail beyond what the named edge explains in nature. A row 'probe only' is the forced probe "
+             "alone at each seed: 'edge named', 'passed', 'not shown' (the probe cannot reach the engine's uniforms), "
+             "or 'law failure' (zero-probability tokens with no forced zero). Code: the commit that ran. Wall times "
+             "(seconds per run or per probe) and load (1-minute average, 2 shared cores) as measured.", "",
              "| engine | code | runs | budget (s) | verdicts | edges named (runs) | other failures (runs) | wall (s) "
              "| load |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
     for s in summaries:
