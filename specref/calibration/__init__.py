@@ -29,7 +29,7 @@ from pathlib import Path
 from ..conformance.adapters import as_adapter, builtin_adapters
 from ..conformance.scenarios import SCENARIOS as ALL_SCENARIOS
 from ..mutants import CATALOGUE
-from . import analysis, curves, render, sizes
+from . import analysis, curves, figures, render, sizes
 from .sweep import DEFAULT_ROWS, DTYPES, Sweep, make_plan, sweep
 
 #: Every scenario (the adapter's capabilities decide which run, as in `specref conform`).
@@ -134,7 +134,7 @@ def finish(result: dict, out: Path | None) -> dict:
     result["findings"] = analysis.findings(result)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        result["files"] = render.plots(result, out) + [str(out / "calibration.md"), str(out / "calibration.json")]
+        result["files"] = figures.plots(result, out) + [str(out / "calibration.md"), str(out / "calibration.json")]
         render.write_markdown(result, out)
         render.write_json(result, out)
     return result
