@@ -13,6 +13,7 @@ from . import checks
 from .adapters import Adapter
 from .calls import AdapterFailure
 from .contracts import contract as contract_for
+from .edge_report import detection_words
 from .report import Report
 from .run_checks import failure_details, not_run
 from .run_plan import RunPlan
@@ -102,19 +103,20 @@ def why_not_run(s, tally, failure: AdapterFailure | None, stopped: str | None) -
 
 def probe_summary(s: Scenario, tally: checks.Tally, adapter: Adapter) -> dict:
     """The statistical probe's tests and detection probability, at the event probability of the adapter's device and
-    uniform dtype (scenarios.probe_event_probability): None where the event cannot happen (float64)."""
+    uniform dtype (scenarios.probe_event_probability): None where none is stated (float64: 2^-53, never in practice)."""
     tests = tally.rows  # one accept test with p/q = 0 and one correction draw per row
     dtype = getattr(adapter, "uniform_dtype", None)
     event = probe_event_probability(adapter.device, dtype or torch.float32)
     detection = None if event is None else probe_detection(tests, event)
-    return {
+    summary = {
         "scenario": s.name,
         "accept_tests_with_ratio_0": tests,
         "event_probability": event,
         "detection_probability": detection,
-        "detection_words": "none: the event cannot happen" if detection is None else f"{detection:.4g}",
         "event": probe_event_words(adapter.device, dtype),
         "catches": "a non-strict accept test u <= p/q on fp32 uniforms (it accepts a draft of target probability 0), "
         "and an inverse-CDF correction that returns token 0 at u = 0",
         "target_rows": None if event is None else probe_rows_needed(event=event),
     }
+    summary["detection_words"] = detection_words(summary)
+    return summary

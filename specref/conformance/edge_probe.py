@@ -21,9 +21,9 @@ copies its state into the RNG it draws from, as the transformers adapter does). 
 outputs of the forced stream a call read, and how many seeds it drew from it through adapters.seeds_from; a
 verifier that read fewer than one per row (a seed for its own RNG, numpy, an engine's sampler), drew any seed (its
 uniforms come from those seeds, however many outputs it read), or runs on CUDA (Philox cannot be forced) gets "rare
-edge not shown", and its checks are not tested, never passed. Where the generator cannot be forced but the adapter declares `uniforms` (CUDA), the
-same batches are called with a 0 injected in one column at a time (`inject`); so is a verifier declaring float64
-uniforms (the reference engine), whose draws forced float32 zeros never make 0.
+edge not shown", and its checks are not tested, never passed. Where the generator cannot be forced but the adapter
+declares `uniforms` (CUDA), the same batches are called with a 0 injected in one column at a time (`inject`); so
+is a verifier declaring float64 uniforms (the reference engine), whose draws forced float32 zeros never make 0.
 
 Trees: the tree contract (tree/contract.py: TreeContract.edge_probe) runs the same probe on the same rows as
 one-node trees (`probe_batch(..., tree=True)`, tree/scenarios.from_chain: N = 1, the single child is the chain's

@@ -110,14 +110,16 @@ def markdown(record: dict) -> list[str]:
     else:
         lines.append(f"- Statistical probe ({probe['scenario']}): {probe['accept_tests_with_ratio_0']:,} accept "
                      f"tests with p/q = 0; {probe['event']}; detection probability reached: "
-                     f"{_detection_words(probe)}.")  # fmt: skip
+                     f"{detection_words(probe)}.")  # fmt: skip
     return lines
 
 
-def _detection_words(probe: dict) -> str:
-    """The statistical probe's detection probability in words; report.json files written before the words were
-    recorded carry the probability alone (specref merge and render.rebuild read such files)."""
-    if "detection_words" in probe:
-        return probe["detection_words"]
+def detection_words(probe: dict) -> str:
+    """The statistical probe's detection probability in words (report.json's probe record): the probability, or
+    why none is stated (float64 uniforms: 2^-53, never in practice). Records from before the words were recorded
+    carry the probability alone (specref merge and render.rebuild read such files)."""
     detection = probe.get("detection_probability")
-    return "none: the event cannot happen" if detection is None else f"{detection:.4g}"
+    if detection is not None:
+        return probe.get("detection_words") or f"{detection:.4g}"
+    event = probe.get("event", "")
+    return "none stated" + (f": {event.split(': ', 1)[1]}" if ": " in event else "")

@@ -132,7 +132,7 @@ def render_markdown(record: dict) -> str:
         lines.append(f"- **cut short by the time budget** (rows of the fixed N asked): {', '.join(cut)}")
     probe = record.get("probe") or {}
     if probe:
-        if probe.get("detection_probability") is None:  # float64 uniforms: the event cannot happen (edge_probe.py)
+        if probe.get("detection_probability") is None:  # float64 uniforms: 2^-53, never in practice (edge_probe.py)
             lines.append(
                 f"- rare-edge probe ({probe['scenario']}): {probe['accept_tests_with_ratio_0']:,} accept "
                 f"tests with p/q = 0; the event is {probe['event']}, so no detection probability is stated"

@@ -202,7 +202,9 @@ class Report:
         forced = next((c.details["forced_probe"] for c in self.checks if "forced_probe" in c.details), {})
         if not forced.get("not_shown"):
             return []
-        detection = self.probe.get("detection_words") if self.probe.get("scenario") else None
+        from .edge_report import detection_words  # edge_report reads records this module builds
+
+        detection = detection_words(self.probe) if self.probe.get("scenario") else None
         return [f"  {forced['not_shown']}" + (f"; statistical probe's detection probability: {detection}"
                                                if detection else "")]  # fmt: skip
 
