@@ -22,6 +22,7 @@ from specref.conformance.render import render_markdown
 from specref.conformance.report import RARE_EDGE
 from specref.forced import forced_state
 from specref.mutants import CATALOGUE
+from specref.stats import ErrorBudget
 
 pytestmark = pytest.mark.exact
 
@@ -236,19 +237,19 @@ def test_the_probe_costs_two_calls_for_a_verifier_without_the_edge_and_a_few_wit
     assert len(calls) <= 6  # + the natural control, one prefix, one confirmation (the locating replay is forked)
 
 
-def _edge_report(zero_tokens: int, rows: int):
+def _edge_report(zero_tokens: int, rows: int, more=()):
     """A report whose forced probe named the accept edge (2^-24) and whose probe scenario emitted zero_tokens
-    tokens of target probability 0 in `rows` rows of g = 1."""
+    tokens of target probability 0 in `rows` rows of g = 1; `more`: further failed checks (already named)."""
     from specref.conformance.checks import t0_result
     from specref.conformance.report import Report
-    from specref.stats import ErrorBudget
 
     report = Report(Adapter("v", verify=None), seed=0, budget_seconds=None, alpha=1e-3)
     report.scenarios = {"probe_zero_ratio_g1": {"rows": rows, "gamma": 1}}
     probe = {"edges": {"accept": {"event_probability": 2**-24}}}
     report.add_t0("run", [t0_result("rare_edge[accept]", 1, 64, {"family": "edge", "forced_probe": probe})])
     report.add_t0("probe_zero_ratio_g1", [t0_result("t0_zero_prob_emitted", zero_tokens, rows)])
-    report.finish(ErrorBudget(1e-3), 1.0, family_size=0)
+    report.checks += list(more)
+    report.finish(ErrorBudget(1e-3), 1.0, family_size=sum(r.details.get("tier") == "T2" for r in more))
     return report
 
 
@@ -261,3 +262,34 @@ def test_zero_tokens_the_named_edge_explains_keep_the_rare_edge_verdict_and_more
     assert "met naturally" in natural.summary() and natural.to_dict()["natural_edge"]["draws"] == 2 * rows
     assert _edge_report(40, rows).verdict == NON_CONFORMING  # 40 where 1.9 are expected: another bug
     assert _edge_report(2, 1000).verdict == NON_CONFORMING  # 2 in 2,000 draws: not the 2^-24 edge
+
+
+def test_an_out_of_support_token_and_its_impossible_outcome_are_the_edge_too_and_a_real_deviation_is_not():
+    """A left-side inverse CDF at a natural u = 0 returns a zero-weight token: on identical rows that fails
+    t0_residual_support, and the same token is an impossible outcome of that scenario's row_independence. Both are
+    the named edge when the statistical check's possible outcomes pass; a check that also deviates there is not."""
+    from specref.conformance.checks import t0_result
+    from specref.conformance.report import NON_CONFORMING, RARE_EDGE
+    from specref.stats import CheckResult
+
+    def verdict(p_asymptotic: float, scenario: str = "identical_rows_g2"):
+        t0 = t0_result("t0_residual_support[identical_rows_g2]", 1, 400_000)
+        t2 = CheckResult(
+            f"row_independence[{scenario}]",
+            11.3,
+            15,
+            0.0,
+            200_000,
+            1.6e-5,
+            float("nan"),
+            False,
+            0.0,
+            {"tier": "T2", "family": "law", "impossible_observed": 1, "p_asymptotic": p_asymptotic},
+        )
+        return _edge_report(1, 16_000_000, [t0, t2])
+
+    kept = verdict(0.63)
+    assert kept.verdict == RARE_EDGE and kept.natural_edge["tokens"] == 2, kept.summary()
+    assert "row_independence[identical_rows_g2]" in kept.natural_edge["checks"]
+    assert verdict(1e-9).verdict == NON_CONFORMING  # its possible outcomes deviate too: another bug
+    assert verdict(0.63, "cf_dense_g4").verdict == NON_CONFORMING  # no edge token in that scenario

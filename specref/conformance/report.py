@@ -30,10 +30,14 @@ def lossless(rule: str) -> str:
     return f"lossless (declared rule {rule})"
 
 
+#: The T0 checks a token of the rare edge fails: target probability 0, or a correction where the rule cannot put one.
+EDGE_TOKENS = ("t0_zero_prob_emitted", "t0_residual_support")
+
+
 def natural_edge_words(tokens: int, draws: int, event: float, p_value: float) -> str:
     return (
-        f"the {tokens} zero-probability token(s) emitted in the run are the named edge met naturally: {draws:,} "
-        f"draws at {event:.3g} each explain them (one-sided Poisson p = {p_value:.3g})"
+        f"the {tokens} zero-probability or out-of-support token(s) emitted in the run are the named edge met "
+        f"naturally: {draws:,} draws at {event:.3g} each explain them (one-sided Poisson p = {p_value:.3g})"
     )
 
 
@@ -117,25 +121,34 @@ class Report:
             self.verdict = NON_CONFORMING
 
     def _edge_explains(self) -> dict | None:
-        """When the forced probe named an edge and every other failure is a zero-probability token, whether those
+        """When the forced probe named an edge and every other failure is a token the edge makes, whether those
         tokens are no more than the named edge explains in nature: a one-sided Poisson test, at the run's alpha, of
         their count against (the run's draws, rows x (g+1)) x (the edge's event probability). Then they are the edge
-        itself, met naturally, and the verdict stays "rare edge"; more tokens are another bug. The finding is kept in
-        `self.natural_edge` (report.json "natural_edge") and shown in the summary and report.md."""
+        itself, met naturally, and the verdict stays "rare edge"; more tokens are another bug. A token the edge makes
+        fails a T0 token check (EDGE_TOKENS: a zero-probability token; a correction the rule cannot put there, as a
+        left-side inverse CDF's zero-weight token), and may fail a statistical check of the same scenario as an
+        impossible outcome: such a check counts only if its possible outcomes alone pass (p_asymptotic above its
+        alpha). The finding is kept in `self.natural_edge` (report.json "natural_edge"), shown in the summary and
+        report.md."""
         others = [r for r in self.failures if family(r) != EDGE]
-        if not others or any(kind_of(r.name) != "t0_zero_prob_emitted" for r in others):
+        tokens = [r for r in others if kind_of(r.name) in EDGE_TOKENS]
+        where = {CheckId.parse(r.name).scenario for r in tokens}
+        impossible = [r for r in others if r.details.get("impossible_observed") and CheckId.parse(r.name).scenario
+                      in where and r.details.get("p_asymptotic", 0.0) > r.alpha]  # fmt: skip
+        if not tokens or len(tokens) + len(impossible) != len(others):
             return None
         found = [c.details.get("forced_probe", {}) for c in self.checks if c.details.get("forced_probe")]
         events = [e.get("event_probability") or 0.0 for f in found for e in f.get("edges", {}).values()]
         draws = sum(s["rows"] * ((s.get("gamma") or 0) + 1) for s in self.scenarios.values())
-        tokens = sum(int(r.statistic) for r in others)
+        count = sum(int(r.statistic) for r in tokens)  # an impossible outcome of a T2 check is one of these tokens
         if not events or not max(events) > 0:
             return None
-        p_value = float(poisson.sf(tokens - 1, draws * max(events)))
+        p_value = float(poisson.sf(count - 1, draws * max(events)))
         if p_value <= self.alpha:
             return None
-        self.natural_edge = {"tokens": tokens, "draws": draws, "event_probability": max(events), "p_value": p_value,
-                             "words": natural_edge_words(tokens, draws, max(events), p_value)}  # fmt: skip
+        self.natural_edge = {"tokens": count, "draws": draws, "event_probability": max(events), "p_value": p_value,
+                             "checks": [r.name for r in others],
+                             "words": natural_edge_words(count, draws, max(events), p_value)}  # fmt: skip
         return self.natural_edge
 
     @property
