@@ -124,24 +124,10 @@ def plot_power(result: dict, out: Path) -> Path:
     t2_low = t2 - np.array([m["flagged_by_t2"]["ci_low"] for m in rows])
     t2_high = np.array([m["flagged_by_t2"]["ci_high"] for m in rows]) - t2
     width = 0.38
-    ax.bar(
-        x - width / 2,
-        measured,
-        width,
-        yerr=[low, high],
-        capsize=3,
-        color="tab:blue",
-        label="measured: runs flagged, T0 + T2 (95% CI)",
-    )
-    ax.bar(
-        x + width / 2,
-        t2,
-        width,
-        yerr=[t2_low, t2_high],
-        capsize=3,
-        color="tab:orange",
-        label="measured: T2 checks alone (Holm)",
-    )
+    bars = [(-1, measured, [low, high], "tab:blue", "measured: runs flagged, T0 + T2 (95% CI)"),
+            (1, t2, [t2_low, t2_high], "tab:orange", "measured: T2 checks alone (Holm)")]  # fmt: skip
+    for side, values, error, color, label in bars:
+        ax.bar(x + side * width / 2, values, width, yerr=error, capsize=3, color=color, label=label)
     ax.plot(x + width / 2, design, "D", color="tab:red", label="design: best lower bound of one T2 check")
     ax.set_xticks(x, names, rotation=20, ha="right", fontsize=8)
     ax.set(ylim=(0, 1.05), ylabel=f"power at run alpha {result['run_alpha']:g}", title="power on biased samplers")
