@@ -95,17 +95,18 @@ def edges(session: nox.Session) -> None:
     Posargs replace the whole runs' engine list and options (specref.conformance.edge_runs)."""
     install(session)
     edge_runs = ("python", "-m", "specref.conformance.edge_runs")
-    session.run(*edge_runs, "--probe-only", "--builtins", "--out", "reports/edges/probes", *EDGE_RUNS[:5])
+    session.run(*edge_runs, "--probe-only", "--builtins", "--out", "reports/edges/probes", *EDGE_VERIFIERS)
     session.run(*edge_runs, "--out", "reports/edges/runs", *(session.posargs or EDGE_RUNS))
     session.run(*edge_runs, "--out", "reports/edges", "--render", "reports/edges/probes/edges.json",
                 "reports/edges/runs/edges.json")  # fmt: skip
 
 
-#: The engines of `nox -s edges`: the u = 0 verifiers (the external buggy.py, the catalogue's edge mutants, the tree
-#: mutant), transformers' kernel, and correct built-ins.
-EDGE_RUNS = ["properties/external_impls/buggy.py:accept_le_fp32", "specref.mutants.bugs:accept_le_fp32",
-             "specref.mutants.bugs:inverse_cdf_left_search", "specref.mutants.bugs:inverse_cdf_from_first_token",
-             "specref.mutants.tree_bugs:tree_accept_le_fp32+tree", "transformers", "batched", "tree-mss"]  # fmt: skip
+#: The u = 0 verifiers of `nox -s edges`: the external buggy.py, the catalogue's edge mutants, the tree mutant.
+EDGE_VERIFIERS = ["properties/external_impls/buggy.py:accept_le_fp32", "specref.mutants.bugs:accept_le_fp32",
+                  "specref.mutants.bugs:inverse_cdf_left_search", "specref.mutants.bugs:inverse_cdf_from_first_token",
+                  "specref.mutants.tree_bugs:tree_accept_le_fp32+tree"]  # fmt: skip
+#: Its whole runs: those, transformers' kernel, and correct built-ins.
+EDGE_RUNS = [*EDGE_VERIFIERS, "transformers", "batched", "tree-mss"]
 
 
 @nox.session(default=False)

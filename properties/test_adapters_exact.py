@@ -113,3 +113,18 @@ def test_transformers_adapter_on_forced_cases():
     tokens = torch.tensor([[1], [1]])
     out = transformers_adapter().verify(target, draft, tokens, torch.Generator().manual_seed(0))
     assert out.tolist() == [[1, 2], [0, -1]]
+
+
+def test_coupling_is_checked_only_for_uniforms_in_specrefs_convention():
+    """`coupled=False` (uniforms in a convention of the verifier's own) leaves the coupling check out, chain and tree
+    alike (contract_chain.run_checks; the tree's is in test_edge_probe_tree_exact.py)."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from specref.conformance.calls import Caller
+
+    for coupled in (True, False):
+        with Caller(replace(builtin_adapters()["batched"](), coupled=coupled), mode="inline") as caller:
+            results, _ = caller.contract.run_checks(caller, SimpleNamespace(scenarios=[]), 0, None)
+        assert [r.name.split("[")[0] for r in results] == ["reproducibility"] + ["coupling"] * coupled
+        assert all(r.passed for r in results)

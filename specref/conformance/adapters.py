@@ -28,6 +28,7 @@ class Adapter:
     ragged: bool = False  # accepts num_draft=[B] int64
     point_mass: bool = False  # accepts draft_probs=None
     uniforms: bool = False  # accepts uniforms=[B, g+1] (specref coupling convention)
+    coupled: bool = True  # with uniforms: in specref's convention (checked token for token); False: its own convention
     device: str = "cpu"
     dtype: torch.dtype = torch.float32  # dtype of the probabilities it wants
     kind: str = "kernel"  # "kernel" (the verify contract) | "pipeline"
@@ -41,6 +42,7 @@ _CAPABILITIES = (
     "ragged",
     "point_mass",
     "uniforms",
+    "coupled",
     "device",
     "dtype",
     "kind",

@@ -67,7 +67,8 @@ class ChainContract:
 
     def run_checks(self, caller, plan, seed: int, stopped: str | None) -> tuple[list, list]:
         adapter = caller.adapter
-        coupled = adapter.uniforms and adapter.rule == "exact"  # the reference engine implements the exact rule
+        # the reference engine implements the exact rule, in specref's uniforms convention
+        coupled = adapter.uniforms and adapter.coupled and adapter.rule == "exact"
         return run_checks(caller, SCENARIOS["cf_dense_g4"].given(adapter.dtype), coupled, chain_coupling, seed,
                           stopped)  # fmt: skip
 

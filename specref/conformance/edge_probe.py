@@ -90,8 +90,11 @@ def probe_batch(name: str, dtype: torch.dtype, rows: int = ROWS, seed: int = 0, 
         batch = bonus_scenario().given(dtype).inputs(rows, seed, "edge")
     else:
         raise ValueError(f"name={name!r} must be 'accept' or 'bonus'")
-    if not tree:
-        return batch
+    return _as_trees(batch) if tree else batch
+
+
+def _as_trees(batch: Batch):
+    """The chain rows as one-node trees (tree/scenarios.from_chain)."""
     from .tree.scenarios import from_chain
 
     return from_chain(batch)
@@ -99,11 +102,7 @@ def probe_batch(name: str, dtype: torch.dtype, rows: int = ROWS, seed: int = 0, 
 
 def _called(caller: Caller, batch: Batch):
     """The batch as the caller's contract takes it: the chain's as it is, the tree's as one-node trees."""
-    if caller.contract.name == TREE:
-        from .tree.scenarios import from_chain
-
-        return from_chain(batch)
-    return batch
+    return _as_trees(batch) if caller.contract.name == TREE else batch
 
 
 def edge_words(edge: str) -> str:
@@ -146,7 +145,7 @@ def edge_probe(caller: Caller, seed: int, timeout: Callable[[], float], inject: 
     """Run the probe through `caller` (module docstring); raises AdapterFailure only for a hang. inject: give the
     adapter uniforms with a 0 (it must declare `uniforms`) instead of forcing its generator; None: only off CPU."""
     adapter, started = caller.adapter, time.perf_counter()
-    probe = EdgeProbe(summary={"rows": ROWS, "forced_outputs": FORCEABLE, "edges": {}, "batches": {}})
+    probe = EdgeProbe(summary=_summary())
     on_cpu = torch.device(adapter.device).type == "cpu" if inject is None else not inject
     if inject is None and getattr(adapter, "uniform_dtype", None) == torch.float64:
         # forced float32 zeros never make its float64 draws 0: give it a 0 directly where it accepts uniforms
@@ -187,10 +186,15 @@ def not_shown(why: str) -> EdgeProbe:
     """The probe's records where it cannot reach the subject: every edge not tested, with the reason (report.md and
     the terminal say "rare edge not shown: <why>" and give the statistical probe's detection probability)."""
     why = f"rare edge not shown: {why}"
-    summary = {"rows": ROWS, "forced_outputs": FORCEABLE, "edges": {}, "batches": {}, "not_shown": why}
+    summary = {**_summary(), "not_shown": why}
     results = [_untested(f"{KIND}[{edge}]", why) for edge in EDGES]
     results[-1].details["forced_probe"] = summary
     return EdgeProbe(results=results, summary=summary)
+
+
+def _summary() -> dict:
+    """What report.json records of the probe (details["forced_probe"]), before any call."""
+    return {"rows": ROWS, "forced_outputs": FORCEABLE, "edges": {}, "batches": {}}
 
 
 def _untested(name: str, why: str) -> CheckResult:

@@ -22,17 +22,8 @@ from collections import Counter
 from pathlib import Path
 
 
-def _forced(report) -> dict:
-    return next((r.details["forced_probe"] for r in report.checks if "forced_probe" in r.details), {})
-
-
-def _commit() -> str:
-    """The code that ran: the short commit of the checkout specref was imported from ("-dirty" with local changes),
-    read once at import, so a checkout that moves during a long sweep does not relabel it."""
-    return _COMMIT
-
-
 def _describe() -> str:
+    """The short commit of the checkout specref was imported from ("-dirty" with local changes)."""
     try:
         head = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=Path(__file__).parent,
                               capture_output=True, text=True)  # fmt: skip
@@ -41,7 +32,8 @@ def _describe() -> str:
     return head.stdout.strip() or "unknown"
 
 
-_COMMIT = _describe()
+#: The code that ran, read once at import, so a checkout that moves during a long sweep does not relabel it.
+COMMIT = _describe()
 
 
 def probes(impl: str, seeds: int, tell=print) -> dict:
@@ -70,7 +62,7 @@ def probes(impl: str, seeds: int, tell=print) -> dict:
                 edges[f"{key}: {edge['words']}"] += 1
             tell(json.dumps({"impl": impl, "seed": seed, "probe": verdict, "edges": sorted(named),
                              "wall_s": round(walls[-1], 3)}))  # fmt: skip
-    return {"impl": impl, "code": _commit(), "seeds": seeds, "budget_seconds": 0, "verdicts": dict(verdicts),
+    return {"impl": impl, "code": COMMIT, "seeds": seeds, "budget_seconds": 0, "verdicts": dict(verdicts),
             "edges_named": dict(edges), "other_failures": {}, "wall_seconds": [round(min(walls), 3),
             round(max(walls), 3)], "load1": [round(os.getloadavg()[0], 1)] * 2, "probe_only": True}  # fmt: skip
 
@@ -89,13 +81,13 @@ def runs(impl: str, seeds: int, budget: float, tell=print) -> dict:
         walls.append(time.perf_counter() - started)
         loads.append(os.getloadavg()[0])
         verdicts[report.verdict] += 1
-        for key, edge in _forced(report).get("edges", {}).items():
+        for key, edge in report.forced_probe.get("edges", {}).items():
             edges[f"{key}: {edge['words']}"] += 1
         failed = [r.name for r in report.checks if not r.passed and r.details.get("tier") != "none"]
         others.update(name for name in failed if not name.startswith("rare_edge["))
         tell(json.dumps({"impl": impl, "seed": seed, "verdict": report.verdict, "failed": failed,
                          "wall_s": round(walls[-1], 1), "load1": round(loads[-1], 1)}))  # fmt: skip
-    return {"impl": impl, "code": _commit(), "seeds": seeds, "budget_seconds": budget, "verdicts": dict(verdicts),
+    return {"impl": impl, "code": COMMIT, "seeds": seeds, "budget_seconds": budget, "verdicts": dict(verdicts),
             "edges_named": dict(edges), "other_failures": dict(others),
             "wall_seconds": [round(min(walls), 1), round(max(walls), 1)],
             "load1": [round(min(loads), 1), round(max(loads), 1)]}  # fmt: skip

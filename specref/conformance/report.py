@@ -137,8 +137,7 @@ class Report:
                       in where and r.details.get("p_asymptotic", 0.0) > r.alpha]  # fmt: skip
         if not tokens or len(tokens) + len(impossible) != len(others):
             return None
-        found = [c.details.get("forced_probe", {}) for c in self.checks if c.details.get("forced_probe")]
-        events = [e.get("event_probability") or 0.0 for f in found for e in f.get("edges", {}).values()]
+        events = [e.get("event_probability") or 0.0 for e in self.forced_probe.get("edges", {}).values()]
         draws = sum(s["rows"] * ((s.get("gamma") or 0) + 1) for s in self.scenarios.values())
         count = sum(int(r.statistic) for r in tokens)  # an impossible outcome of a T2 check is one of these tokens
         if not events or not max(events) > 0:
@@ -210,9 +209,15 @@ class Report:
                              + ", ".join(f"{k} {v:.3f}" for k, v in sorted(tv.items())))  # fmt: skip
         return "\n".join(lines)
 
+    @property
+    def forced_probe(self) -> dict:
+        """The forced rare-edge probe's summary (edge_probe.py: carried by its last record), or {} where it did not
+        run."""
+        return next((c.details["forced_probe"] for c in self.checks if "forced_probe" in c.details), {})
+
     def _edge_not_shown(self) -> list[str]:
         """One line where the forced probe could not reach the subject, as report.md says it: never implied passed."""
-        forced = next((c.details["forced_probe"] for c in self.checks if "forced_probe" in c.details), {})
+        forced = self.forced_probe
         if not forced.get("not_shown"):
             return []
         from .edge_report import detection_words  # edge_report reads records this module builds

@@ -50,7 +50,6 @@ class TreeAdapter(Adapter):
     scheme: str = "iid"
     nodes: bool = False  # accepts return_nodes=True
     chains_only: bool = False  # accepts chain-shaped trees only (a chain verifier through chain_as_tree)
-    coupled: bool = True  # with uniforms: they follow specref.reference.tree's convention (checked token for token)
     expected_conforming: bool = True  # False for the mutants (a deliberate bug)
 
     def __post_init__(self):

@@ -6,8 +6,8 @@ declared scheme, and checks the walk against exact laws (checks.py).
 
 A call's output is read back as (tokens [B, N+1], nodes [B, N] or None), each padded with -1. Run-level checks
 (run_checks.py): reproducibility on the run's first scenario, and token-for-token coupling with
-specref.reference.tree (adapters declaring `uniforms`, lossless rules); the forced rare-edge probe (edge_probe.py)
-on one-node trees.
+specref.reference.tree (adapters declaring `uniforms` in its convention, `coupled`; lossless rules); the forced
+rare-edge probe (edge_probe.py) on one-node trees.
 """
 
 from __future__ import annotations
