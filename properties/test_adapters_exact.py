@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from specref import reference
-from specref.conformance.adapters import (
+from specref.conformance.chain.adapters import (
     Adapter,
     as_adapter,
     builtin_adapters,
@@ -17,6 +17,7 @@ from specref.conformance.adapters import (
     transformers_adapter,
     transformers_ensemble_adapter,
 )
+from specref.conformance.contracts import contract
 from specref.randomness import Injected
 
 pytestmark = pytest.mark.exact
@@ -121,10 +122,12 @@ def test_coupling_is_checked_only_for_uniforms_in_specrefs_convention():
     from dataclasses import replace
     from types import SimpleNamespace
 
-    from specref.conformance.calls import Caller
+    from specref.conformance.engine.calls import Caller
 
     for coupled in (True, False):
-        with Caller(replace(builtin_adapters()["batched"](), coupled=coupled), mode="inline") as caller:
+        with Caller(
+            replace(builtin_adapters()["batched"](), coupled=coupled), contract("chain"), mode="inline"
+        ) as caller:
             results, _ = caller.contract.run_checks(caller, SimpleNamespace(scenarios=[]), 0, None)
         assert [r.name.split("[")[0] for r in results] == ["reproducibility"] + ["coupling"] * coupled
         assert all(r.passed for r in results)

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from specref import batched, randomness
 from specref import strategies as sst
-from specref.conformance.adapters import reference_adapter
+from specref.conformance.chain.adapters import reference_adapter
 
 pytestmark = pytest.mark.exact
 

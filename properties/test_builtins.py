@@ -54,7 +54,7 @@ def test_every_factory_imports_without_its_engine():
 
 
 def test_the_adapters_and_tree_adapters_are_the_available_rows_in_table_order():
-    from specref.conformance.adapters import builtin_adapters
+    from specref.conformance.chain.adapters import builtin_adapters
     from specref.conformance.tree import builtin_tree_adapters
 
     chain = [b.name for b in BUILTINS if b.kind != "tree" and b.available()]
@@ -107,7 +107,8 @@ def test_listing_names_every_builtin_once_and_agrees_with_its_last_line(monkeypa
 def test_a_new_peer_is_one_row(monkeypatch):
     """A row whose factory lives in specref.conformance.peers is a peer, an adapter where it imports, and gets a row
     of the peers report; nothing else is edited."""
-    from specref.conformance import adapters, peers
+    from specref.conformance import peers
+    from specref.conformance.chain import adapters
     from specref.conformance.peers import suite
 
     row = Builtin("my-engine", "kernel", "specref.conformance.adapters:batched_adapter", "my engine",
@@ -178,7 +179,7 @@ def test_the_table_extras_and_errors_import_no_torch_and_the_adapters_no_engine(
 
 
 def test_every_error_specref_raises_on_purpose_has_one_base():
-    from specref.conformance import calls, shards
+    from specref.conformance.engine import calls, shards
 
     assert issubclass(errors.UsageError, errors.SpecrefError)
     for cls in (errors.MissingDependency, errors.MergeError):

@@ -30,9 +30,9 @@ from budget import alpha_for
 
 from specref.cli import main
 from specref.conformance import run
+from specref.conformance.chain.scenarios import get
 from specref.conformance.cli import resolve
-from specref.conformance.render import write_index, write_report
-from specref.conformance.scenarios import get
+from specref.conformance.report.render import write_index, write_report
 from specref.outputs import REPORTS
 from specref.stats import min_num_samples_chisquare
 

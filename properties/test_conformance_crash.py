@@ -23,12 +23,14 @@ import numpy as np
 import pytest
 import torch
 
-from specref.conformance import run, runner
-from specref.conformance.adapters import batched_adapter
-from specref.conformance.calls import Caller, abandoned_threads
+from specref.conformance import run
+from specref.conformance.chain.adapters import batched_adapter
+from specref.conformance.chain.scenarios import get
 from specref.conformance.cli import resolve
-from specref.conformance.render import write_report
-from specref.conformance.scenarios import get
+from specref.conformance.contracts import contract
+from specref.conformance.engine import run as runner
+from specref.conformance.engine.calls import Caller, abandoned_threads
+from specref.conformance.report.render import write_report
 from specref.outputs import REPORTS
 
 pytestmark = pytest.mark.exact
@@ -221,7 +223,10 @@ def test_t2_snippet_rebuilds_the_batch_really_sent(tmp_path, monkeypatch):
 def test_worker_tokens_are_bit_identical_to_in_thread_tokens(scenario):
     s = get(scenario)
     batch = s.inputs(min(s.rows_per_call, 512), 3, 7)
-    with Caller(batched_adapter(), mode="thread") as in_thread, Caller(batched_adapter(), mode="process") as worker:
+    with (
+        Caller(batched_adapter(), contract("chain"), mode="thread") as in_thread,
+        Caller(batched_adapter(), contract("chain"), mode="process") as worker,
+    ):
         ours, seen, _ = in_thread(batch, 12345, timeout=60)
         theirs, seen_worker, _ = worker(batch, 12345, timeout=60)
         assert worker.workers_started == 1
@@ -236,7 +241,7 @@ def test_worker_keeps_torch_threads_after_the_parent_used_them():
     try:
         (torch.randn(1 << 22) + 1).sum()  # a parallel op in the parent before the fork
         batch = get("cf_dense_g4").inputs(256, 0, 0)
-        with Caller(adapter("reports_threads"), mode="process") as worker:
+        with Caller(adapter("reports_threads"), contract("chain"), mode="process") as worker:
             with pytest.raises(Exception, match="threads=2"):
                 within(60, lambda: worker(batch, 1, timeout=30))
     finally:
@@ -246,7 +251,7 @@ def test_worker_keeps_torch_threads_after_the_parent_used_them():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
 def test_job_is_compact_and_casts_once(dtype):
     """What a worker is sent for V=151936 is one cast row, not [B, g+1, V]; its tensors equal a direct cast."""
-    from specref.conformance.callform import _arguments, _job
+    from specref.conformance.engine.callform import _arguments, _job
 
     batch = get("large_v151936_g1").inputs(64, 0, 1)
     job, (target_seen, _) = _job(batch, 1, dtype, "cpu", {"ragged": False}, None)

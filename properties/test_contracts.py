@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from specref.conformance import run
-from specref.conformance.adapters import batched_adapter
+from specref.conformance.chain.adapters import batched_adapter
 from specref.conformance.contracts import CHAIN, PIPELINE, TREE, contract_of
 from specref.conformance.tree.adapters import batched_tree_adapter
 

@@ -13,13 +13,16 @@ import pytest
 import torch
 
 from specref.conformance import run
-from specref.conformance.adapters import Adapter, as_adapter, builtin_adapters, contract_output, seeds_from
-from specref.conformance.callform import call_inputs
-from specref.conformance.calls import Caller
+from specref.conformance.chain.adapters import Adapter, as_adapter, builtin_adapters, contract_output, seeds_from
+from specref.conformance.chain.probe import DESIGN
 from specref.conformance.cli import EXIT_CONFORMING, EXIT_NON_CONFORMING, _write_and_tell
-from specref.conformance.edge_probe import ROWS, edge_probe, probe_batch
-from specref.conformance.render import render_markdown
-from specref.conformance.report import RARE_EDGE
+from specref.conformance.contracts import contract
+from specref.conformance.edge_probe import probe_batch
+from specref.conformance.edges.probe import ROWS, edge_probe
+from specref.conformance.engine.callform import call_inputs
+from specref.conformance.engine.calls import Caller
+from specref.conformance.engine.report import RARE_EDGE
+from specref.conformance.report.render import render_markdown
 from specref.forced import forced_state
 from specref.mutants import CATALOGUE
 from specref.stats import ErrorBudget
@@ -28,8 +31,8 @@ pytestmark = pytest.mark.exact
 
 
 def _probe(adapter: Adapter, seed: int = 0, mode: str = "inline"):
-    with Caller(adapter, mode=mode) as caller:
-        return edge_probe(caller, seed, lambda: 120.0)
+    with Caller(adapter, contract(adapter), mode=mode) as caller:
+        return caller.contract.edge_probe(caller, seed, timeout=lambda: 120.0)
 
 
 def _verdicts(probe) -> dict[str, str]:
@@ -138,7 +141,7 @@ def test_a_verifier_the_forced_stream_cannot_reach_is_not_shown_never_passed():
 
 
 def test_a_pipeline_is_not_shown_with_the_reason_and_the_kernel_that_is_probed():
-    from specref.conformance.pipeline import PIPELINE_CONTRACT, PipelineRun
+    from specref.conformance.pipeline.contract import PIPELINE_CONTRACT, PipelineRun
 
     pipeline = type("Pipeline", (), {"kernel": "transformers"})()
     caller = type("Caller", (), {"adapter": PipelineRun("p", verify=None, pipeline=pipeline)})()
@@ -179,8 +182,10 @@ def test_a_run_gives_the_rare_edge_verdict_and_the_exit_code_follows_allow_edge(
 def test_injected_uniforms_show_the_edges_where_the_generator_cannot_be_forced():
     # the CUDA path (Philox cannot be forced): an adapter declaring `uniforms` is given a 0 in one column at a time
     def injected(name, verify):
-        with Caller(Adapter(name, verify, uniforms=True, uniform_dtype=torch.float32), mode="inline") as caller:
-            return edge_probe(caller, 0, lambda: 120.0, inject=True)
+        with Caller(
+            Adapter(name, verify, uniforms=True, uniform_dtype=torch.float32), contract("chain"), mode="inline"
+        ) as caller:
+            return edge_probe(caller, 0, lambda: 120.0, DESIGN, inject=True)
 
     from specref.batched import verify as batched_verify
     from specref.mutants import bugs
@@ -196,8 +201,8 @@ def test_injected_uniforms_show_the_edges_where_the_generator_cannot_be_forced()
 def test_the_statistical_probe_states_the_event_of_the_device_and_uniform_dtype():
     from types import SimpleNamespace
 
-    from specref.conformance.assemble import probe_summary
-    from specref.conformance.scenarios import PROBE, get, probe_rows_needed
+    from specref.conformance.chain.scenarios import PROBE, get, probe_rows_needed
+    from specref.conformance.engine.assemble import probe_summary
 
     rows = probe_rows_needed()  # sized for 0.99 at 2^-24 (CPU float32)
     tally = SimpleNamespace(rows=rows)
@@ -240,8 +245,8 @@ def test_the_probe_costs_two_calls_for_a_verifier_without_the_edge_and_a_few_wit
 def _edge_report(zero_tokens: int, rows: int, more=()):
     """A report whose forced probe named the accept edge (2^-24) and whose probe scenario emitted zero_tokens
     tokens of target probability 0 in `rows` rows of g = 1; `more`: further failed checks (already named)."""
-    from specref.conformance.checks import t0_result
-    from specref.conformance.report import Report
+    from specref.conformance.engine.report import Report
+    from specref.conformance.engine.results import t0_result
 
     report = Report(Adapter("v", verify=None), seed=0, budget_seconds=None, alpha=1e-3)
     report.scenarios = {"probe_zero_ratio_g1": {"rows": rows, "gamma": 1}}
@@ -254,7 +259,7 @@ def _edge_report(zero_tokens: int, rows: int, more=()):
 
 
 def test_zero_tokens_the_named_edge_explains_keep_the_rare_edge_verdict_and_more_do_not():
-    from specref.conformance.report import NON_CONFORMING, RARE_EDGE
+    from specref.conformance.engine.report import NON_CONFORMING, RARE_EDGE
 
     rows = 16_000_000  # 32M draws at 2^-24: 1.9 expected
     natural = _edge_report(2, rows)
@@ -268,8 +273,8 @@ def test_an_out_of_support_token_and_its_impossible_outcome_are_the_edge_too_and
     """A left-side inverse CDF at a natural u = 0 returns a zero-weight token: on identical rows that fails
     t0_residual_support, and the same token is an impossible outcome of that scenario's row_independence. Both are
     the named edge when the statistical check's possible outcomes pass; a check that also deviates there is not."""
-    from specref.conformance.checks import t0_result
-    from specref.conformance.report import NON_CONFORMING, RARE_EDGE
+    from specref.conformance.engine.report import NON_CONFORMING, RARE_EDGE
+    from specref.conformance.engine.results import t0_result
     from specref.stats import CheckResult
 
     def verdict(p_asymptotic: float, scenario: str = "identical_rows_g2"):

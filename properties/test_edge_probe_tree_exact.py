@@ -18,12 +18,15 @@ import pytest
 import torch
 
 from specref.conformance import run
-from specref.conformance.calls import Caller
-from specref.conformance.edge_probe import ROWS, edge_probe, probe_batch
-from specref.conformance.render import render_markdown
-from specref.conformance.report import RARE_EDGE
-from specref.conformance.scenarios import Batch
+from specref.conformance.chain.scenarios import Batch
+from specref.conformance.contracts import contract
+from specref.conformance.edge_probe import probe_batch
+from specref.conformance.edges.probe import ROWS, edge_probe
+from specref.conformance.engine.calls import Caller
+from specref.conformance.engine.report import RARE_EDGE
+from specref.conformance.report.render import render_markdown
 from specref.conformance.tree import builtin_tree_adapters
+from specref.conformance.tree.contract import DESIGN
 from specref.conformance.tree.mutants import MUTANTS
 from specref.conformance.tree.scenarios import from_chain
 
@@ -31,8 +34,8 @@ pytestmark = pytest.mark.exact
 
 
 def _probe(adapter, mode: str = "inline", inject: bool | None = None):
-    with Caller(adapter, mode=mode) as caller:
-        return edge_probe(caller, 0, lambda: 120.0, inject=inject)
+    with Caller(adapter, contract(adapter), mode=mode) as caller:
+        return edge_probe(caller, 0, lambda: 120.0, DESIGN, inject=inject)
 
 
 def _verdicts(probe) -> dict[str, str]:
@@ -157,6 +160,8 @@ def test_sglang_tree_takes_injected_coins_in_its_own_convention_with_no_coupling
     assert torch.equal(seen["uniform_samples"], coins) and torch.equal(seen["uniform_samples_for_final_sampling"],
                                                                         coins[:, 1])  # fmt: skip
     for coupled in (True, False):
-        with Caller(replace(builtin_tree_adapters()["tree-mss"](), coupled=coupled), mode="inline") as caller:
+        with Caller(
+            replace(builtin_tree_adapters()["tree-mss"](), coupled=coupled), contract("tree"), mode="inline"
+        ) as caller:
             results, _ = caller.contract.run_checks(caller, types.SimpleNamespace(scenarios=[]), 0, None)
         assert [r.name.split("[")[0] for r in results] == ["reproducibility"] + ["coupling"] * coupled

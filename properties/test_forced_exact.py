@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from specref import forced
-from specref.conformance.scenarios import probe_event_probability, probe_event_words
+from specref.conformance.chain.scenarios import probe_event_probability, probe_event_words
 
 pytestmark = pytest.mark.exact
 

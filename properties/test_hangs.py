@@ -18,11 +18,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from specref.conformance import run, runner
-from specref.conformance.adapters import Adapter, batched_adapter
-from specref.conformance.calls import Caller
-from specref.conformance.hangs import CEILING_BUDGETS, OWN_SLACK, SLACK, UNBUDGETED_FLOORS, HangLimits
-from specref.conformance.scenarios import get
+from specref.conformance import run
+from specref.conformance.chain.adapters import Adapter, batched_adapter
+from specref.conformance.chain.scenarios import get
+from specref.conformance.contracts import contract
+from specref.conformance.engine import run as runner
+from specref.conformance.engine.calls import Caller
+from specref.conformance.engine.hangs import CEILING_BUDGETS, OWN_SLACK, SLACK, UNBUDGETED_FLOORS, HangLimits
 
 pytestmark = pytest.mark.exact
 MISBEHAVING = Path(__file__).parent / "external_impls" / "misbehaving.py"
@@ -74,7 +76,7 @@ def test_the_caller_measures_each_scenario_on_its_own():
         return batched_adapter().verify(target_probs, draft_probs, draft_tokens, generator)
 
     s = get("cf_dense_g4").given(torch.float32)
-    with Caller(Adapter("slow", verify), limits=HangLimits(budget_seconds=1, floor=1)) as caller:
+    with Caller(Adapter("slow", verify), contract("chain"), limits=HangLimits(budget_seconds=1, floor=1)) as caller:
         caller(s.inputs(128, 0, 0), 1, where={"scenario": s.name})  # 0.5 s: the rate is measured
         assert caller.hang_limit(1024, 5 * 16, where={"scenario": s.name}) >= OWN_SLACK * 1024 * 0.004
         tokens, _, seconds = caller(s.inputs(1024, 0, 1), 2, where={"scenario": s.name})  # ~4 s, ceiling 2 s
@@ -115,7 +117,7 @@ def test_a_slow_row_loop_at_v151936_slowing_down_past_the_ceiling_is_not_hung():
     call on. Its call outlasts the run's ceiling (2 s: twice a 1 s budget); its own measured rate keeps it alive."""
     s = get("large_v151936_g1").given(torch.float32)
     verify = _slowing_row_loop(0.03, slower_after=2, factor=3.0)
-    with Caller(Adapter("slow", verify), limits=HangLimits(budget_seconds=1, floor=1)) as caller:
+    with Caller(Adapter("slow", verify), contract("chain"), limits=HangLimits(budget_seconds=1, floor=1)) as caller:
         caller(s.inputs(16, 0, 0), 1, where={"scenario": s.name})  # 0.5 s, within the ceiling
         assert caller.limits.ceiling == 2.0
         tokens, _, seconds = caller(s.inputs(64, 0, 1), 2, where={"scenario": s.name})  # 5.8 s
@@ -127,7 +129,7 @@ def test_the_transformers_row_loop_at_v151936_is_not_hung(monkeypatch):
     """The real thing, on this (loaded) machine, with a 10 s floor: every limit past the run's first call comes from
     measured rates (its first call at V = 151,936 is bounded from cf_dense_g4's rate, scaled by the row size)."""
     pytest.importorskip("transformers")
-    from specref.conformance.adapters import transformers_adapter
+    from specref.conformance.chain.adapters import transformers_adapter
 
     monkeypatch.setattr(runner, "MIN_CALL_TIMEOUT", 10.0)  # the run's first call imports transformers in the worker
     report = run(transformers_adapter(), scenarios=["cf_dense_g4", "large_v151936_g1"], rows=192)

@@ -11,10 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specref.conformance.adapters import (
-    as_adapter,
-    reference_adapter,
-)
+from specref.conformance.chain.adapters import as_adapter, reference_adapter
 from specref.mutants import CATALOGUE, bugs, core, lossy
 
 pytestmark = pytest.mark.exact

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from specref import extras
+from specref import builtins, extras
 from specref.builtins import BUILTINS, BY_NAME
 from specref.cli import main
 from specref.outputs import REPORTS
@@ -62,15 +62,15 @@ def test_every_transformers_builtin_is_registered():
     assert len(names) >= 4
     for name in names:
         assert extras.TRANSFORMERS in BY_NAME[name].needs, name
-        assert extras.adapter_requirements(name) == (extras.TORCH, *BY_NAME[name].needs)
-    assert extras.adapter_requirements("my_file.py:verify") == (extras.TORCH,)
+        assert builtins.adapter_requirements(name) == (extras.TORCH, *BY_NAME[name].needs)
+    assert builtins.adapter_requirements("my_file.py:verify") == (extras.TORCH,)
 
 
 @pytest.mark.exact
 def test_missing_dependency_names_module_and_command(monkeypatch):
     block(monkeypatch, "transformers")
     with pytest.raises(extras.MissingDependency) as info:
-        extras.require("IMPL='transformers'", *extras.adapter_requirements("transformers"))
+        extras.require("IMPL='transformers'", *builtins.adapter_requirements("transformers"))
     assert str(info.value) == (f"IMPL='transformers' needs transformers, not installed here; install with: "
                                f"{TRANSFORMERS_INSTALL}")  # fmt: skip
     extras.require("anything", extras.Requirement("json", "-"))  # present: no error
@@ -212,7 +212,7 @@ def test_no_plots_stays_silent(monkeypatch, capsys, tmp_path):
 def test_a_failing_plot_costs_only_the_plot(monkeypatch, capsys, tmp_path):
     """The bug of the issue: a plot failure after the run used to be exit 3 with no report."""
     pytest.importorskip("matplotlib")
-    from specref.conformance import render
+    from specref.conformance.report import render
 
     def broken_plots(record, out):
         raise RuntimeError("drawing failed")

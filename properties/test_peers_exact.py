@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from specref.conformance import peers
-from specref.conformance.adapters import builtin_adapters
+from specref.conformance.chain.adapters import builtin_adapters
 from specref.conformance.peers import suite
 from specref.conformance.peers.vllm import _padded, spec_decode_inputs
 

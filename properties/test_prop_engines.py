@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from specref import strategies as sst
 from specref.conformance import builtin_adapters, run
-from specref.conformance.scenarios import context_free
+from specref.conformance.chain.scenarios import context_free
 
 pytestmark = pytest.mark.hypothesis_stat
 

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 import torch
 
-from specref.conformance.scenarios import get
+from specref.conformance.chain.scenarios import get
 
 pytest_plugins = ["pytester"]
 

@@ -12,12 +12,13 @@ import re
 import numpy as np
 import pytest
 
-from specref.conformance import registry, run, shards
-from specref.conformance.adapters import batched_adapter
-from specref.conformance.checks import Tally
-from specref.conformance.render import render_markdown
-from specref.conformance.report import counts_line
-from specref.conformance.scenarios import get
+from specref.conformance import run
+from specref.conformance.chain.adapters import batched_adapter
+from specref.conformance.chain.scenarios import get
+from specref.conformance.chain.tally import Tally
+from specref.conformance.engine import registry, shards
+from specref.conformance.engine.report import counts_line
+from specref.conformance.report.render import render_markdown
 from specref.conformance.tree import run_tree
 from specref.conformance.tree.adapters import builtin_tree_adapters
 from specref.stats.record import STATUSES, CheckId
@@ -88,7 +89,7 @@ def test_counts_agree_across_summary_report_md_report_json_the_pytest_plugin_and
 def test_a_malformed_output_gives_one_line_per_cause():
     """One wrong output shape in every scenario: one adapter line naming the scenarios, one line for the checks
     that could not be computed, never one line per scenario or "1 violations in 0 rows"."""
-    from specref.conformance.adapters import batched_adapter
+    from specref.conformance.chain.adapters import batched_adapter
 
     good = batched_adapter()
 
@@ -122,7 +123,7 @@ def _in_outputs(report, kinds) -> None:
 
 
 def test_every_chain_kind_survives_a_shard_merge_and_appears_in_every_output():
-    from specref.conformance.adapters import reference_adapter
+    from specref.conformance.chain.adapters import reference_adapter
 
     parts = [run(reference_adapter(), seed=0, budget_seconds=300, alpha=ALPHA, scenarios=EVERY_CHAIN_KIND, rows=400,
                  shard=(k, 2)) for k in range(2)]  # fmt: skip
@@ -181,7 +182,7 @@ def test_kinds_are_declared_once_with_a_known_family_and_the_mutants_name_only_d
 
 def test_the_tallies_t0_lists_are_the_registered_t0_kinds():
     """checks.T0_CHECKS and tree/checks.T0_CHECKS fix the order a row is charged in; the kinds are the registry's."""
-    from specref.conformance import checks
+    from specref.conformance.chain import tally as checks
     from specref.conformance.tree import checks as tree_checks
 
     assert set(checks.T0_CHECKS) == {k.name for k in registry.for_contract(registry.CHAIN, "T0")}

@@ -16,9 +16,10 @@ import time
 
 import pytest
 
-from specref.conformance import run, runner
-from specref.conformance.adapters import batched_adapter
-from specref.conformance.render import render_markdown
+from specref.conformance import run
+from specref.conformance.chain.adapters import batched_adapter
+from specref.conformance.engine import run as runner
+from specref.conformance.report.render import render_markdown
 
 pytestmark = pytest.mark.exact
 

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from specref.conformance import run
-from specref.conformance.checks import Tally
-from specref.conformance.diagnosis import rule_fit
-from specref.conformance.report import NON_CONFORMING
-from specref.conformance.scenarios import get
+from specref.conformance.chain.diagnosis import rule_fit
+from specref.conformance.chain.scenarios import get
+from specref.conformance.chain.tally import Tally
+from specref.conformance.engine.report import NON_CONFORMING
 
 IMPLS = Path(__file__).parent / "external_impls"
 sys.path.insert(0, str(IMPLS))

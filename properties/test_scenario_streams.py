@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specref.conformance import scenarios as chain
+from specref.conformance.chain import scenarios as chain
 from specref.conformance.tree import scenarios as tree
 
 pytestmark = pytest.mark.exact

@@ -15,8 +15,8 @@ import pytest
 
 from specref.cli import main
 from specref.conformance import run
-from specref.conformance.adapters import builtin_adapters
-from specref.conformance.report import CONFORMING, NON_CONFORMING
+from specref.conformance.chain.adapters import builtin_adapters
+from specref.conformance.engine.report import CONFORMING, NON_CONFORMING
 from specref.conformance.shards import PARTIAL, MergeError, Shard, merge_records
 from specref.mutants import CATALOGUE
 

@@ -16,7 +16,7 @@ import pytest
 from budget import alpha_for
 
 from specref.conformance import builtin_adapters, run
-from specref.conformance.report import kind_of
+from specref.conformance.engine.report import kind_of
 from specref.stats import min_num_samples_chisquare
 
 pytestmark = pytest.mark.statistical

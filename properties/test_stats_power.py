@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from specref.conformance import laws
-from specref.conformance.scenarios import SCENARIOS, context_free
+from specref.conformance.chain import laws
+from specref.conformance.chain.scenarios import SCENARIOS, context_free
 from specref.stats import bennett, mean_ci
 
 pytestmark = pytest.mark.exact
@@ -157,7 +157,7 @@ def test_miss_bound_survives_rounding_at_the_end_of_the_range():
 def test_every_scenario_running_mean_tau_has_one_start_state():
     """The power family is every law of tau on [1, g + 1] with the test's centre fixed: true for rows from one start
     state. Several start states would centre each row on its own state's mean and widen the range of tau - m."""
-    from specref.conformance.plan import plan_for
+    from specref.conformance.chain.plan import plan_for
 
     running = [sc for sc in SCENARIOS.values() if "mean_tau" in plan_for(sc, "exact").tested]
     assert running and all(len(sc.starts) == 1 for sc in running), [sc.name for sc in running if len(sc.starts) > 1]

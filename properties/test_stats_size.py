@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from scipy.stats import binom, binomtest, chi2, multinomial
 
-from specref.conformance import checks
-from specref.conformance.scenarios import SCENARIOS
+from specref.conformance.chain import tally as checks
+from specref.conformance.chain.scenarios import SCENARIOS
 from specref.stats import binomial_positions, chisquare_gof, min_expected_for, pearson_critical, pearson_p_value
 from specref.stats.size import (
     E_LADDER,

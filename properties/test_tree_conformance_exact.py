@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from specref.conformance.calls import Caller
+from specref.conformance.contracts import contract
+from specref.conformance.engine.calls import Caller
 from specref.conformance.tree import builtin_tree_adapters, run_tree
 from specref.conformance.tree.adapters import TreeAdapter
 from specref.conformance.tree.checks import TreeTally, tree_t0
@@ -110,7 +111,9 @@ def test_expected_laws_are_exact_and_lossless():
 def test_caller_carries_a_tree_and_a_failure():
     s = get("tree_eagle_markov").given(torch.float32)
     batch = s.inputs(64, 0, 0, "iid")
-    with Caller(builtin_tree_adapters()["tree-mss"]()) as caller:  # the tree contract's call (tree/contract.py)
+    with Caller(
+        builtin_tree_adapters()["tree-mss"](), contract("tree")
+    ) as caller:  # the tree contract's call (tree/contract.py)
         (tokens, nodes), seen, _ = caller(batch, 7, timeout=60)
     assert tokens.shape == (64, 8) and nodes.shape == (64, 7)
     checks, *_ = tree_t0(batch, tokens, nodes, seen[0], s.vocab_size)

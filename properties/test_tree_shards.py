@@ -12,7 +12,7 @@ import pytest
 from test_shards import comparable, shards_of
 
 from specref.conformance import run
-from specref.conformance.report import NON_CONFORMING
+from specref.conformance.engine.report import NON_CONFORMING
 from specref.conformance.shards import merge_records
 from specref.conformance.tree import builtin_tree_adapters
 from specref.conformance.tree.mutants import MUTANTS

@@ -15,7 +15,7 @@ import dataclasses
 
 import pytest
 
-from specref.conformance.report import NON_CONFORMING
+from specref.conformance.engine.report import NON_CONFORMING
 from specref.conformance.tree import run_tree
 from specref.conformance.tree.adapters import batched_tree_adapter, reference_tree_adapter
 

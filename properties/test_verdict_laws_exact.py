@@ -15,9 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specref import exact
-from specref.conformance import laws, precision
-from specref.conformance.plan import plan_for
-from specref.conformance.scenarios import SCENARIOS, context_free, markov
+from specref.conformance.chain import laws
+from specref.conformance.chain.plan import plan_for
+from specref.conformance.chain.scenarios import SCENARIOS, context_free, markov
+from specref.conformance.engine import precision
 
 pytestmark = pytest.mark.exact
 

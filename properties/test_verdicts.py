@@ -22,8 +22,8 @@ import torch
 from budget import alpha_for
 
 from specref.conformance import Adapter, run
-from specref.conformance.adapters import as_adapter
-from specref.conformance.report import LOSSY, NON_CONFORMING, lossless
+from specref.conformance.chain.adapters import as_adapter
+from specref.conformance.engine.report import LOSSY, NON_CONFORMING, lossless
 
 IMPLS = Path(__file__).parent / "external_impls"
 sys.path.insert(0, str(IMPLS))
@@ -110,7 +110,7 @@ def test_lossy_never_excuses_a_crash_or_a_broken_invariant(verify):
 
 @pytest.mark.exact
 def test_checks_that_cannot_fail_spend_no_alpha_and_are_not_passes():
-    from specref.conformance.adapters import reference_adapter
+    from specref.conformance.chain.adapters import reference_adapter
 
     report = run(reference_adapter(), seed=0, budget_seconds=60, scenarios=["cf_disjoint_g2"], rows=300)
     untested = [r for r in report.checks if "not_tested" in r.details]
@@ -126,8 +126,8 @@ def test_checks_that_cannot_fail_spend_no_alpha_and_are_not_passes():
 def test_holm_family_size_is_fixed_by_the_plan_not_the_data():
     """Issue 20 item 8: at 300 rows, 3 of the 12 planned T2 checks turn "not tested (df = 0)" at run time (strata
     merged to one bin). They keep their slots: m = 12, as planned, not the 9 tested (before: m = 9)."""
-    from specref.conformance.adapters import reference_adapter
-    from specref.conformance.run_plan import make_plan
+    from specref.conformance.chain.adapters import reference_adapter
+    from specref.conformance.engine.run_plan import make_plan
 
     adapter, scenarios = reference_adapter(), ["cf_near_equal_g4", "cf_dense_g4"]
     planned = make_plan(adapter, scenarios, 1e-3).alphas

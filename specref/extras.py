@@ -13,7 +13,7 @@ that can do without (plots, progress) says so once at the start and goes on (`no
 importlib.util.find_spec, which does not import the package: they cost milliseconds, even for torch.
 
 What each built-in of `specref conform NAME` needs beyond torch is declared in its row of the table in
-specref.builtins (`adapter_requirements` reads it); MissingDependency is one of specref.errors.
+specref.builtins (`builtins.adapter_requirements` reads it); MissingDependency is one of specref.errors.
 """
 
 from __future__ import annotations
@@ -67,14 +67,6 @@ def exit_if_missing(what: str, *requirements: Requirement) -> None:
         raise SystemExit(2) from None
 
 
-def adapter_requirements(name: str) -> tuple[Requirement, ...]:
-    """What `specref conform NAME` needs: torch, and the packages the built-in NAME declares (specref.builtins);
-    torch alone for any other IMPL."""
-    from .builtins import BY_NAME
-
-    return BY_NAME[name].requirements if name in BY_NAME else (TORCH,)
-
-
 def notice(*, plots: bool, progress: bool) -> str | None:
     """One line saying what a run will do without (PNG plots, the progress bar), or None when nothing is missing.
 
@@ -97,7 +89,6 @@ __all__ = [
     "TRANSFORMERS",
     "MissingDependency",
     "Requirement",
-    "adapter_requirements",
     "exit_if_missing",
     "missing",
     "notice",

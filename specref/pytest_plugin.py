@@ -213,7 +213,7 @@ class CheckItem(pytest.Item):
 def failure_text(check, record: dict) -> str:
     """The check, its p-value, alpha and detectable TV, then the report's failure section (with its reproduce
     snippet, rendered as report.md renders it)."""
-    from .conformance.render import failure_section
+    from .conformance.report.render import failure_section
 
     details = check.details
     as_dict = next(c for c in record["checks"] if c["name"] == check.name)
@@ -252,7 +252,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         items.append(CheckItem.from_parent(run_node, name="run", check=None, error=error + traceback.format_exc()))
         return
     record = report.to_dict()
-    from .conformance.snippets import absolute_spec
+    from .conformance.engine.snippets import absolute_spec
 
     record["spec"] = absolute_spec(settings.impl)
     config.stash[_REPORT] = report

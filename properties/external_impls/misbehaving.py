@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from specref.conformance.adapters import batched_adapter
+from specref.conformance.chain.adapters import batched_adapter
 
 _GOOD = batched_adapter().verify
 PROBE_ROWS = (256, 512)  # the harness's probe and reproducibility batches
@@ -94,7 +94,7 @@ def recording(target_probs, draft_probs, draft_tokens, generator):
 
 def _reference_hanging_on(call: int):
     """specref's reference engine (a Python row loop), which stops answering (sleeps forever) on call `call`."""
-    from specref.conformance.adapters import reference_adapter
+    from specref.conformance.chain.adapters import reference_adapter
 
     inner = reference_adapter()
     calls = []  # in the worker process, which lives until a hang kills it

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from sample_and_match import verify as match_verify
 
-from specref.conformance.adapters import Adapter, batched_adapter
+from specref.conformance.chain.adapters import Adapter, batched_adapter
 
 _EXACT = batched_adapter().verify
 

@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..conformance.adapters import as_adapter, builtin_adapters
-from ..conformance.scenarios import SCENARIOS as ALL_SCENARIOS
+from ..conformance.chain.adapters import as_adapter, builtin_adapters
+from ..conformance.chain.scenarios import SCENARIOS as ALL_SCENARIOS
 from ..mutants import CATALOGUE
 from . import analysis, curves, figures, render, sizes
 from .sweep import DEFAULT_ROWS, DTYPES, Sweep, make_plan, sweep

@@ -23,9 +23,9 @@ import math
 import numpy as np
 from scipy.stats import binomtest, chi2, kstest, ncx2, norm
 
-from ..conformance import registry
-from ..conformance.report import kind_of
-from ..conformance.scenarios import Scenario
+from ..conformance.chain.scenarios import Scenario
+from ..conformance.engine import registry
+from ..conformance.engine.report import kind_of
 from ..stats import ErrorBudget
 from ..stats.power import binomial_power, rule_critical
 from ..stats.record import CheckId

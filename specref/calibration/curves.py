@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..conformance import checks
-from ..conformance.adapters import as_adapter
-from ..conformance.scenarios import SCENARIOS
+from ..conformance.chain import tally as checks
+from ..conformance.chain.adapters import as_adapter
+from ..conformance.chain.scenarios import SCENARIOS
 from ..mutants import CATALOGUE
 from .analysis import designed_power, rate
 from .sweep import make_plan, sweep

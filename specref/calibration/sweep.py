@@ -18,9 +18,9 @@ import numpy as np
 import torch
 
 from ..conformance import run
-from ..conformance.adapters import Adapter, as_adapter, builtin_adapters
-from ..conformance.runner import scenarios_for
-from ..conformance.scenarios import SCENARIOS
+from ..conformance.chain.adapters import Adapter, as_adapter, builtin_adapters
+from ..conformance.chain.plan import scenarios_for
+from ..conformance.chain.scenarios import SCENARIOS
 from ..stats import CheckResult
 
 #: Rows per scenario per seed: the large vocabularies cost far more per row, so they get fewer.

@@ -29,13 +29,14 @@ import sys
 import traceback
 from pathlib import Path
 
+from ..builtins import adapter_requirements
 from ..errors import UsageError
-from ..extras import MATPLOTLIB, TORCH, adapter_requirements, notice, require
+from ..extras import MATPLOTLIB, TORCH, notice, require
 from ..outputs import REPORTS, default_folder
 from .contracts import contract, contract_of
-from .progress import ProgressBar
+from .engine.progress import ProgressBar
+from .engine.snippets import absolute_spec
 from .resolve import list_builtins, resolve, select_scenarios
-from .snippets import absolute_spec
 
 EXIT_CONFORMING, EXIT_NON_CONFORMING, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -189,7 +190,7 @@ def _check_writable(folder: str, flag: str) -> None:
 def _leave_if_abandoned(code: int) -> int:
     """Exit at once (after flushing) when a hung call was abandoned in a thread (thread mode: CUDA adapters): that
     thread returning into a finalising interpreter aborts the process (exit 134), after the verdict was printed."""
-    from .calls import abandoned_threads
+    from .engine.calls import abandoned_threads
 
     if abandoned_threads():
         sys.stdout.flush()
@@ -242,13 +243,13 @@ def _internal_error(spec) -> int:
 
 def _write_and_tell(report, out_dir, spec, json_file, *, plots, stream, allow_edge=False) -> int:
     """Write the report folder (and --json), print the summary; returns the exit code."""
-    from .render import write_report
-    from .report import LOSSY, RARE_EDGE
+    from .engine.report import LOSSY, RARE_EDGE
+    from .report.render import write_report
 
     try:
         paths = write_report(report, out_dir, spec=spec, plots=plots)
         if plots:
-            contract(report.adapter).draw(report, paths)  # the contract's own pictures (trees: acceptance per node)
+            report.contract.draw(report, paths)  # the contract's own pictures (trees: acceptance per node)
     except Exception:  # noqa: BLE001 -- writing the report is specref's own job
         return _internal_error(spec)
     if json_file == "-":

@@ -40,8 +40,8 @@ def probes(impl: str, seeds: int, tell=print) -> dict:
     """The forced probe alone (edge_probe.py), at seeds 0..seeds-1: a verdict per seed ('edge named', 'passed',
     'not shown'), each edge with its site, and the probe's wall time. The probe is what a whole run's verdict adds
     for rare edges, and it is cheap, so every built-in can be swept where whole runs would take hours."""
-    from .calls import Caller
     from .contracts import contract
+    from .engine.calls import Caller
     from .resolve import resolve
 
     adapter, _ = resolve(impl.removesuffix("+tree"), tree=impl.endswith("+tree"))

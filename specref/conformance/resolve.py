@@ -65,7 +65,7 @@ def resolve(spec: str, tree: bool = False):
                          f"{attr} = {obj.__name__}(...) in {where})")  # fmt: skip
     _check_signature(getattr(obj, "verify", obj), spec, TREE_ARGS if tree else CHAIN_ARGS)
     require(f"IMPL={spec!r}", *BY_NAME["reference"].requirements)  # torch, before the adapters import it
-    from .adapters import as_adapter
+    from .chain.adapters import as_adapter
     from .tree.adapters import as_tree_adapter
 
     try:

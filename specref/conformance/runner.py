@@ -1,58 +1,20 @@
-"""`run(verify)`: the conformance harness. Plans the checks, sizes them to the time budget, runs, reports.
+"""`run(verify)`: check one implementation under the contract it declares, with stated error rates.
 
     report = specref.conformance.run(my_verify, seed=0, budget_seconds=300)
     assert report.passed, report.summary()
 
-Steps, each in its module: plan (run_plan.py), size (passes.Sizing), the probe pass and the main pass (passes.py),
-the run-level checks (run_checks.py), then the checks, the verdict and the report (assemble.py). With
-shard=(K, N) the same run is cut into N disjoint parts that shards.py merges exactly.
-
-Plan. Every scenario the adapter's capabilities allow (scenarios.py), given as its dtype gives them (rows rounded
-and summing to exactly 1), the T0 invariants on every call, the T2 laws of each scenario under the declared rule
-(plan.plan_for: checks that cannot fail take no alpha), reproducibility, and token-for-token coupling with the
-reference engine when the adapter accepts injected uniforms and declares the exact rule. The run's false-alarm
-budget (alpha, default 1e-3) is split by Bonferroni over the T2 checks before any data is seen, then the family is
-re-verdicted by Holm. T0 checks spend nothing.
-
-Sizing. After one small call per scenario, the rare-edge probe (scenarios.PROBE) runs first, with up to
-passes.PROBE_SHARE of the time, until it reaches its target power or cannot; then each scenario in turn gets an
-equal share of the time left, and stops early at the rows that buy it little more (passes.MAX_ROWS); what it leaves
-rolls on to the next. A slow adapter (a row loop) thus gets the largest N its budget allows, and the report states
-the TV each check could detect at that N.
-
-Rare edges. After the run-level checks, the deterministic edge probe (edge_probe.py) calls the adapter a few times
-with forced CPU generator states (specref.forced): a float32 u = 0 at chosen draws shows `u <= p/q` or a left-side
-inverse CDF in one call; its records (family "edge") join the run-level checks.
-
-Calls. Every call goes through calls.Caller: CPU adapters run in a forked worker process (a hang is killed, a
-crash is a verdict), others in a thread (a hang is abandoned). An exception, a crash or malformed output fails
-that scenario's adapter check (with the raising line and the call's provenance) and the run goes on; a hang stops
-the run's calls. Checks that could not be computed are failures marked "not run" (tier "not run", no p-value),
-never passes.
+The contract is chosen here, once (contracts.py): a chain kernel (a verify function, an Adapter, or an object with
+`verify`), a tree verifier (a TreeAdapter, or an object declaring kind='tree'), a whole pipeline (kind='pipeline').
+The run itself is the engine's (engine/run.py), which knows no contract but the one it is handed.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
-from .assemble import build_report
-from .calls import AdapterFailure, Caller
 from .contracts import contract as contract_for
-from .diagnosis import rule_diagnosis
-from .edge_probe import EdgeProbe
-from .hangs import HangLimits
-from .passes import Calls, Clock, Sizing, derive_seed, main_pass, probe_pass
-from .report import Report
-from .run_plan import make_plan, scenarios_for
-from .scenarios import Scenario
-from .shards import Shard, fixed_rows, shard_report
-
-#: No call is declared hung before this many seconds (hangs.py: the floor of every hang limit); the environment
-#: variable SPECREF_MIN_CALL_TIMEOUT overrides it.
-MIN_CALL_TIMEOUT = float(os.environ.get("SPECREF_MIN_CALL_TIMEOUT", "30"))
-#: The budget of a run given neither rows nor a budget (seconds).
-DEFAULT_BUDGET = 300.0
+from .engine.report import Report
+from .engine.run import DEFAULT_BUDGET, MIN_CALL_TIMEOUT, run_contract
 
 
 def run(
@@ -62,84 +24,26 @@ def run(
     budget_seconds: float | None = None,
     alpha: float = 1e-3,
     name: str | None = None,
-    scenarios: list[str | Scenario] | None = None,
+    scenarios: list | None = None,
     rows: int | dict[str, int] | None = None,
     progress: Callable[[str, float], None] | None = None,
     shard: tuple[int, int] | str | None = None,
     started: float | None = None,
 ) -> Report:
-    """Check one implementation under its contract (contracts.py): a chain kernel (a verify function, an Adapter,
-    or an object with `verify`); a tree verifier (a TreeAdapter, or an object declaring kind='tree'); a whole
-    pipeline (kind='pipeline').
+    """Check one implementation under its contract.
 
-    scenarios: names from SCENARIOS or Scenario objects (default: all the adapter's capabilities allow).
-    budget_seconds: the run's time budget; default DEFAULT_BUDGET (300 s), or none at all when `rows` is given.
-    rows: a fixed number of rows per scenario (or a dict scenario name -> rows) instead of sizing by time
+    scenarios: names from the contract's catalogue or scenario objects (default: all the adapter's capabilities
+    allow). budget_seconds: the run's time budget; default DEFAULT_BUDGET (300 s), or none at all when `rows` is
+    given. rows: a fixed number of rows per scenario (or a dict scenario name -> rows) instead of sizing by time
     (reproducible N, as CI tests want). Every scenario gets its rows unless budget_seconds is also given; then the
     budget bounds the run, and a scenario it cut short is named in the report (Report.cut_short).
     started: the time.perf_counter() the budget counts from (default: now; the CLI gives its process's start).
     shard: (K, N) or "K/N": run only the K-th of N disjoint parts of the run (fixed rows needed) and return a
     ShardReport whose to_dict()["shard"] holds the counts; `shards.merge` sums N of them into the run's report.
     """
-    if budget_seconds is None and rows is None:
-        budget_seconds = DEFAULT_BUDGET
-    _check_arguments(budget_seconds, alpha)
-    part = None if shard is None else Shard.of(shard)
-    contract = contract_for(verify)  # chain, tree or pipeline: decided here, once (contracts.py)
-    if part is not None and not contract.shardable:
-        raise ValueError(f"shard={shard!r}: {contract.name} runs cannot be sharded; run them unsharded")
-    adapter = contract.wrap(verify, name)
-    plan = make_plan(adapter, scenarios, alpha, contract)  # plan: scenarios, checks, alpha split
-    sizing = _size(plan, budget_seconds, rows, part)  # size: a fixed N, or shares of the budget; a shard's chunks
-    clock = Clock.start(budget_seconds, started)
-    tell = progress or _silent
-    calls = Calls.start(plan.scenarios, seed, lambda s: contract.tally(adapter, s, seed))
-    limits = HangLimits(budget_seconds, MIN_CALL_TIMEOUT)
-    with Caller(adapter, limits=limits, contract=contract) as caller:
-        probe_pass(caller, plan.scenarios, calls, seed, clock, tell, sizing.owns, sizing)  # one small call each
-        if not calls.stopped:
-            main_pass(caller, plan.scenarios, calls, seed, sizing, clock, tell)  # calls: the main pass
-        run_results, run_not_run = (contract.run_checks(caller, plan, seed, calls.stopped)
-                                    if sizing.owns(0) else ([], []))  # fmt: skip
-        edge = forced_edge_probe(caller, calls, seed) if sizing.owns(0) else None  # edge_probe.py
-        run_results += edge.results if edge else []
-    if part is not None:
-        return shard_report(adapter, plan, calls, run_results, run_not_run, shard=part, rows=sizing.rows, seed=seed,
-                            budget_seconds=budget_seconds, alpha=alpha, wall_seconds=clock.elapsed)  # fmt: skip
-    report = build_report(adapter, plan, calls, run_results, run_not_run, seed=seed,  # checks, verdict, report
-                          budget_seconds=budget_seconds, alpha=alpha, wall_seconds=clock.elapsed)  # fmt: skip
-    for name, fixed in calls.cut.items():  # --rows with a budget that cut them short: named in every output
-        report.scenarios[name]["rows_planned"] = fixed
-    tell("done", 1.0)
-    return report
+    return run_contract(contract_for(verify), verify, seed=seed, budget_seconds=budget_seconds, alpha=alpha,
+                        name=name, scenarios=scenarios, rows=rows, progress=progress, shard=shard,
+                        started=started)  # fmt: skip
 
 
-def forced_edge_probe(caller: Caller, calls: Calls, seed: int) -> EdgeProbe | None:
-    """The contract's deterministic rare-edge probe (edge_probe.py), unless a hang stopped the run's calls."""
-    if calls.stopped:
-        return None
-    try:
-        return caller.contract.edge_probe(caller, seed)
-    except AdapterFailure as failure:  # a hang under a forced state: the run's calls stop here
-        calls.stopped = f"the run stopped calling the adapter after a hang in the edge probe ({failure})"
-        return None
-
-
-def _check_arguments(budget_seconds: float | None, alpha: float) -> None:
-    if budget_seconds is not None and not budget_seconds > 0:
-        raise ValueError(f"budget_seconds={budget_seconds!r} must be > 0")
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha={alpha!r} must lie in (0, 1)")
-
-
-def _size(plan, budget_seconds: float, rows, part: Shard | None) -> Sizing:
-    if part is None:
-        return Sizing(budget_seconds, rows)
-    return Sizing(budget_seconds, fixed_rows(plan, rows, part), part.owns)  # a shard: fixed N, and only its units
-
-
-def _silent(message: str, fraction: float) -> None:
-    pass
-
-
-__all__ = ["run", "scenarios_for", "derive_seed", "rule_diagnosis"]
+__all__ = ["DEFAULT_BUDGET", "MIN_CALL_TIMEOUT", "Report", "run"]

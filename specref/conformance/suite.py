@@ -33,11 +33,12 @@ from ..extras import MATPLOTLIB, TORCH, exit_if_missing, notice
 if __name__ == "__main__":  # before torch is imported below
     exit_if_missing("python -m specref.conformance.suite", TORCH)
 
-from . import registry, run  # noqa: E402
-from .adapters import as_adapter, builtin_adapters  # noqa: E402
+from . import run  # noqa: E402
+from .chain.adapters import as_adapter, builtin_adapters  # noqa: E402
+from .engine import registry
+from .engine.report import CONFORMING, LOSSY, NON_CONFORMING, RARE_EDGE  # noqa: E402
 from .peers.suite import known_verdict  # noqa: E402
-from .render import write_index, write_report  # noqa: E402
-from .report import CONFORMING, LOSSY, NON_CONFORMING, RARE_EDGE  # noqa: E402
+from .report.render import write_index, write_report  # noqa: E402
 
 HARNESS_ERROR = "harness error"
 BUILTIN_BUDGET_SECONDS = 150.0  # half the CLI default (300 s), so the whole suite runs in about 20 minutes

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..conformance.registry import check_caught_by
+from ..conformance.engine.registry import check_caught_by
 from . import bugs, lossy
 
 

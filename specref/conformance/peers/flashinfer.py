@@ -14,7 +14,7 @@ import inspect
 
 import torch
 
-from ..adapters import Adapter, seeds_from
+from ..chain.adapters import Adapter, seeds_from
 
 # Read at flashinfer-ai/flashinfer commit ba1f20666a4db947ab4f8ea66537609677918e3b:
 #   chain_speculative_sampling(draft_probs [B, n, V], draft_token_ids [B, n], target_probs [B, n+1, V],

@@ -15,7 +15,7 @@ import inspect
 
 import torch
 
-from ..adapters import Adapter, seeds_from
+from ..chain.adapters import Adapter, seeds_from
 
 # Read at sgl-project/sglang commits 6bfad8f187aa80f7c9a2a06f7861409c4e3a4ad2 (with a draft_probs buffer) and
 # 01fe7c22269dc027da4b77a9ca807073225f7c24 (without); kernel in sgl-kernel/csrc/speculative/

@@ -163,7 +163,7 @@ def run_engine(name: str, factory, *, package: str, code_path: str, device: str,
                budget_seconds: float, why: str = "") -> Row:  # fmt: skip
     """Run one engine through the harness and write reports/peers/<name>/."""
     from .. import run
-    from ..render import write_report
+    from ..report.render import write_report
 
     try:
         adapter = factory()

@@ -32,7 +32,7 @@ from dataclasses import replace
 
 import torch
 
-from ..adapters import Adapter, seeds_from
+from ..chain.adapters import Adapter, seeds_from
 
 __all__ = ["vllm_adapter", "vllm_rejection_sample_adapter", "code_path", "spec_decode_inputs"]
 

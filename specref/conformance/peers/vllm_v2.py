@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from ..adapters import Adapter, seeds_from
+from ..chain.adapters import Adapter, seeds_from
 
 __all__ = ["vllm_v2_adapter", "v2_inputs"]
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from ...reference.tree import parse_rule
-from ..adapters import Adapter
+from ..chain.adapters import Adapter
 from .scenarios import SCHEMES
 
 #: The drafting schemes each declarable tree rule is lossless on (specref.reference.tree); the first is its default.
@@ -133,7 +133,7 @@ def chain_tree_adapter(engine: str = "batched") -> TreeAdapter:
     from ...tree_contract import chain_as_tree
 
     if engine == "reference":
-        from ..adapters import reference_adapter
+        from ..chain.adapters import reference_adapter
 
         chain = reference_adapter()
         return TreeAdapter("tree-chain-reference", chain_as_tree(chain.verify), rule="mss", scheme="iid", nodes=True,

@@ -30,10 +30,10 @@ import numpy as np
 from ...reference.drafting import shape_depth
 from ...stats import CheckResult
 from ...stats.record import CheckId
-from .. import registry
-from ..checks import t0_result
-from ..counts import Counts, decode_array, encode_array
-from ..registry import TEST, TREE
+from ..engine import registry
+from ..engine.counts import Counts, decode_array, encode_array
+from ..engine.registry import TEST, TREE
+from ..engine.results import t0_result
 from .scenarios import TreeBatch, TreeScenario
 
 T0_CHECKS = ("t0_valid_ids", "t0_padding", "t0_root_to_node", "t0_prefix_is_drafts", "t0_zero_prob_emitted")

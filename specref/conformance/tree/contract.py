@@ -1,4 +1,4 @@
-"""The tree verifier's contract (contracts.Contract): the harness drafts every tree itself, by the adapter's
+"""The tree verifier's contract (engine/contract.Contract): the harness drafts every tree itself, by the adapter's
 declared scheme, and checks the walk against exact laws (checks.py).
 
     verify(target_probs [B, N+1, V], draft_probs [B, N, V], draft_tokens [B, N], parents [B, N], generator,
@@ -17,20 +17,24 @@ import torch
 
 from ...reference.tree import uniforms_rng, verify_tree
 from ...stats import CheckResult
-from ..callform import CallForm, call_inputs
-from ..calls import AdapterFailure
-from ..checks import t0_result
-from ..contract_chain import adapter_from_record
-from ..contracts import TREE
-from ..diagnosis import tree_rule_diagnosis
-from ..edge_probe import edge_probe
-from ..passes import derive_seed
-from ..plan import Plan
-from ..run_checks import failure_details, run_checks
+from ..chain.contract import adapter_from_record
+from ..chain.probe import DESIGN as CHAIN_DESIGN
+from ..edges.probe import edge_probe
+from ..engine.callform import CallForm, call_inputs
+from ..engine.calls import AdapterFailure
+from ..engine.contract import Contract
+from ..engine.passes import derive_seed
+from ..engine.plan import Plan
+from ..engine.registry import TREE
+from ..engine.results import failure_details, t0_result
+from ..engine.run_checks import run_checks
+from . import kinds as _kinds  # noqa: F401 -- declares the tree's check kinds
+from . import snippet
 from .adapters import TreeAdapter, as_tree_adapter
 from .checks import TreeTally
+from .diagnosis import tree_rule_diagnosis
 from .picture import add_to_report, series_for
-from .scenarios import SCENARIOS, TreeBatch, TreeScenario, get
+from .scenarios import SCENARIOS, TreeBatch, TreeScenario, from_chain, get
 
 #: Rows past which a tree scenario's checks gain little.
 MAX_ROWS = 200_000
@@ -92,12 +96,30 @@ def tree_call_inputs(batch: TreeBatch, generator_seed: int, *, dtype: torch.dtyp
 # --- the contract ---------------------------------------------------------------------------------------------------
 
 
-class TreeContract:
+class TreeDesign:
+    """The forced probe's design for trees (edges/probe.ProbeDesign): the chain's rows (chain/probe.py) as one-node
+    trees (N = 1: the single child is the chain's draft, parents 0), whose tokens [B, N+1] = [B, 2] are the chain's
+    g = 1 layout. Injected uniforms [B, N+1] follow specref.reference.tree's convention: u_0 the accept test, u_N
+    the final draw, except that sample_match draws the root's token (its correction) with u_0."""
+
+    def batch(self, name: str, dtype: torch.dtype, rows: int, seed: int):
+        batch, _ = CHAIN_DESIGN.batch(name, dtype, rows, seed)
+        return batch, from_chain(batch)
+
+    def classify(self, batch_name: str, batch, out: np.ndarray, target_seen: np.ndarray) -> dict[int, str]:
+        return CHAIN_DESIGN.classify(batch_name, batch, out, target_seen)
+
+    def correction_column(self, adapter) -> int:
+        return 0 if getattr(adapter, "rule", None) == "sample_match" else 1
+
+
+DESIGN = TreeDesign()
+
+
+class TreeContract(Contract):
     name = TREE
     seed_key = "tree-generator"
     form = FORM
-    shardable = True
-    call_mode = None  # calls.call_mode decides: a forked worker for CPU adapters
 
     def wrap(self, subject, name: str | None = None) -> TreeAdapter:
         return as_tree_adapter(subject, name)
@@ -133,10 +155,10 @@ class TreeContract:
         repro = plan.scenarios[0] if plan.scenarios else get("tree_star_cf").given(caller.adapter.dtype)
         return run_checks(caller, repro, coupled, coupling, seed, stopped)
 
-    def edge_probe(self, caller, seed: int):
+    def edge_probe(self, caller, seed: int, timeout=lambda: None):
         """The forced rare-edge probe (edge_probe.py) on its rows as one-node trees (tokens [B, 2], the chain's g = 1
         layout): `u <= p/q` at a float32 u = 0 (SGLang's `coin <= prob_acc`), a left-side inverse CDF."""
-        return edge_probe(caller, seed, lambda: None)  # None: the hang limit of the call (hangs.py)
+        return edge_probe(caller, seed, timeout, DESIGN)  # None: the hang limit of the call (hangs.py)
 
     def describe(self, adapter: TreeAdapter, scenario: TreeScenario, tally: TreeTally, failure) -> dict:
         out = {"scheme": adapter.scheme, "rule": adapter.rule, "shapes": [repr(shape) for shape in scenario.shapes],
@@ -146,8 +168,11 @@ class TreeContract:
             out["node_acceptance"] = picture
         return out
 
-    def plots(self, tally: TreeTally) -> bool:
-        return False  # trees draw their own picture (picture.py)
+    def adapter_record(self, adapter: TreeAdapter) -> dict:
+        return {"scheme": adapter.scheme, "nodes": adapter.nodes, "chains_only": adapter.chains_only}
+
+    def snippet(self, record: dict, where: dict, details: dict) -> str | None:
+        return snippet.snippet(record, where, details)
 
     def rule_diagnosis(self, adapter: TreeAdapter, tallies: dict, alpha: float) -> dict:
         return tree_rule_diagnosis(tallies, adapter.rule, adapter.scheme, alpha)
@@ -160,7 +185,9 @@ class TreeContract:
         return adapter_from_record(TreeAdapter, record)
 
 
-TREE_CONTRACT = TreeContract()
+CONTRACT = TreeContract()
+#: The name earlier releases exported.
+TREE_CONTRACT = CONTRACT
 
 
 # --- run-level checks -----------------------------------------------------------------------------------------------
@@ -196,4 +223,4 @@ def coupling(caller, seed: int) -> CheckResult:
     return t0_result("coupling", mismatches, rows, {"example": example})
 
 
-__all__ = ["FORM", "TREE_CONTRACT", "TreeContract", "tree_call_inputs"]
+__all__ = ["CONTRACT", "DESIGN", "FORM", "TREE_CONTRACT", "TreeContract", "tree_call_inputs"]

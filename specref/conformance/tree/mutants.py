@@ -27,7 +27,7 @@ from ...batched.tree import verify_tree
 from ...mutants.tree_bugs import tree_accept_le_fp32
 from ...randomness import Injected
 from ...reference.tree import Accept, ArrayTree, Emit, _normalised, _residual
-from ..registry import check_caught_by
+from ..engine.registry import check_caught_by
 from .adapters import TreeAdapter
 
 

@@ -26,8 +26,8 @@ import numpy as np
 import torch
 
 from ...reference.drafting import chain_shape, shape_depth, shape_size
-from ..precision import as_given
-from ..scenarios import _dense, _normalise, _peaked, _rng
+from ..chain.scenarios import _dense, _normalise, _peaked, _rng
+from ..engine.precision import as_given
 
 SCHEMES = ("iid", "without_replacement", "dedup", "topk")
 

@@ -57,7 +57,7 @@ def calibration(seeds: int, mutant_rows: int = 4000) -> str:
 
     from scipy.stats import beta
 
-    from ..report import kind_of
+    from ..engine.report import kind_of
     from .mutants import SCENARIOS_FOR
 
     def upper(k, n):  # one-sided 95% Clopper-Pearson upper bound

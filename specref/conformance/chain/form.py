@@ -1,0 +1,59 @@
+"""The chain kernel's call form: verify(target, draft, draft_tokens, generator, [num_draft=], [uniforms=]).
+
+    args, kwargs = call_inputs(batch, generator_seed, dtype=torch.float32)      # what verify receives
+
+num_draft is passed only to a ragged adapter and only when some row drafts fewer than g tokens.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ...errors import AdapterFailure
+from ..engine import callform
+from ..engine.callform import CallForm
+
+
+def _chain_fields(batch, declared: dict) -> dict:
+    ragged = declared.get("ragged", False)
+    num_draft = batch.num_draft if ragged and (batch.num_draft < batch.draft_tokens.shape[1]).any() else None
+    return {"tokens": batch.draft_tokens, "num_draft": num_draft}
+
+
+def _chain_arguments(job: dict, target, draft, generator) -> tuple[tuple, dict]:
+    device = job["device"]
+    kwargs = {}
+    if job["num_draft"] is not None:
+        kwargs["num_draft"] = torch.from_numpy(job["num_draft"].copy()).to(device)
+    return (target, draft, torch.from_numpy(job["tokens"].copy()).to(device), generator), kwargs
+
+
+def _chain_read(out, job: dict) -> np.ndarray:
+    """tokens [B, g+1] int64."""
+    rows, gamma = job["tokens"].shape
+    if not isinstance(out, torch.Tensor):
+        raise AdapterFailure("malformed", f"returned {type(out).__name__}, expected a torch.Tensor")
+    if tuple(out.shape) != (rows, gamma + 1):
+        expected = f"[B, g+1] = [{rows}, {gamma + 1}]"
+        raise AdapterFailure("malformed", f"returned shape {tuple(out.shape)}, expected {expected}")
+    if out.dtype != torch.int64:
+        raise AdapterFailure("malformed", f"returned dtype {out.dtype}, expected torch.int64")
+    return out.detach().cpu().numpy().copy()
+
+
+#: The chain kernel's call: verify(target, draft, draft_tokens, generator, [num_draft=], [uniforms=]) -> [B, g+1].
+CHAIN = CallForm(_chain_fields, _chain_arguments, _chain_read, declares=("ragged",))
+
+
+def call_inputs(batch, generator_seed: int, *, dtype: torch.dtype = torch.float32, device: str = "cpu",
+                ragged: bool = False, uniforms: np.ndarray | None = None, generator_state: torch.Tensor | None = None,
+                form: CallForm | None = None, **declared) -> tuple[tuple, dict]:  # fmt: skip
+    """(args, kwargs) of the chain call exactly as the harness passes them for this batch (reproduce snippets call
+    this); engine/callform.call_inputs with the chain's form unless another is given."""
+    return callform.call_inputs(batch, generator_seed, form=form or CHAIN, dtype=dtype, device=device,
+                                uniforms=uniforms, generator_state=generator_state, ragged=ragged,
+                                **declared)  # fmt: skip
+
+
+__all__ = ["CHAIN", "call_inputs"]

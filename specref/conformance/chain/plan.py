@@ -1,0 +1,38 @@
+"""The chain's plan, fixed before any data: the scenarios an adapter's capabilities allow, and what each checks.
+
+Every chain T2 kind's plan predicate (chain/kinds.py) reads a scenario's rows (as given) and the rule alone: it
+tests, is certain (decided by one counter-example), or cannot fail and says why (engine/plan.py).
+"""
+
+from __future__ import annotations
+
+from ..engine import registry
+from ..engine.plan import Plan
+from ..engine.registry import CERTAIN, CHAIN, TEST
+from .scenarios import SCENARIOS, Scenario
+
+
+def scenarios_for(adapter) -> list[Scenario]:
+    """The scenarios an adapter's declared capabilities allow, as its dtype gives them (Scenario.given)."""
+    return [
+        s.given(adapter.dtype)
+        for s in SCENARIOS.values()
+        if (adapter.ragged or not s.ragged) and (adapter.point_mass or not s.point_mass)
+    ]
+
+
+def plan_for(scenario: Scenario, rule: str = "exact") -> Plan:
+    """The checks of one scenario, from its rows (as given) and the rule alone: every chain T2 kind's predicate."""
+    out = Plan()
+    for kind in registry.for_contract(CHAIN, "T2"):
+        decision = kind.forms[CHAIN].plan(scenario, rule)
+        if decision == TEST:
+            out.tested.append(kind.name)
+        elif decision == CERTAIN:
+            out.certain.append(kind.name)
+        elif decision is not None:
+            out.skipped[kind.name] = decision
+    return out
+
+
+__all__ = ["plan_for", "scenarios_for"]

@@ -1,0 +1,238 @@
+"""The chain tally: T0 invariants on every verify call, and the counts the T2 laws are tested on.
+
+Each kind's family, plan predicate (why some cannot fail) and test are declared in the check registry (registry.py,
+kinds.py); the tally counts what they read (its arrays are the counters the kinds declare, and what a shard carries).
+T0 (deterministic, a single violation is a certain failure, no false-alarm budget):
+  t0_valid_ids          every entry is -1 or a token id in [0, V)
+  t0_padding            1..num_draft+1 tokens, left-aligned, then only -1
+  t0_prefix_is_drafts   all tokens but the last equal the drafts
+  t0_zero_prob_emitted  no emitted token has target probability 0
+  t0_residual_support   a correction lies where the declared rule can put it (a rule check)
+(The output's shape and dtype are checked on every call before any of these: a malformed output fails `adapter`.)
+T2 (statistical; alpha from the run's budget), per scenario: the chain kinds of tier T2 in kinds.py.
+Rows that break a contract check (bad ids or padding, a prefix that is not the drafts, a token of probability 0)
+are left out of the T2 counts: their tokens cannot be indexed or are certainly wrong, and the verdict is already
+non-conforming. A rule check never removes rows, so law checks stay unbiased whatever rule a verifier follows.
+Counts do not depend on the rule, only expected laws do: `t2_results(alphas, rule)` evaluates them under any rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...stats import CheckResult
+from ...stats.record import CheckId
+from ..engine import registry
+from ..engine.counts import Counts
+from ..engine.registry import CHAIN
+from ..engine.results import t0_result
+from . import laws
+from .plan import plan_for
+from .scenarios import Batch, Scenario
+
+#: The T0 kinds every call is checked for (registry.py), in the order a row is charged to the first it breaks.
+T0_CHECKS = ("t0_valid_ids", "t0_padding", "t0_prefix_is_drafts", "t0_zero_prob_emitted", "t0_residual_support")
+
+
+def t0_violations(
+    batch: Batch, out: np.ndarray, target_seen: np.ndarray, vocab: int
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The rule-free T0 checks of one call's output [B, g+1]: ({check: [B] rows that break it}, accepted counts [B]).
+
+    Ids, padding, the prefix and zero probability hold for every lossless rule; the rule's residual support is not
+    here, so no law count (first token, joint law) ever drops a row because of the rule a verifier follows.
+    """
+    g = out.shape[1] - 1
+    emitted = out >= 0
+    ok_ids = ((~emitted & (out == -1)) | (emitted & (out < vocab))).all(1)
+    k = emitted.cumprod(1).sum(1)  # leading emitted tokens
+    ok_pad = (emitted.sum(1) == k) & (k >= 1) & (k <= batch.num_draft + 1)
+    accepted = np.clip(k - 1, 0, g)  # A
+    drafts = np.concatenate([batch.draft_tokens, np.full((len(out), 1), -1)], 1)
+    prefix_bad = ((np.arange(g + 1)[None, :] < accepted[:, None]) & (out != drafts)).any(1)
+    safe = np.where(emitted & (out < vocab), out, 0)  # bad ids are charged to t0_valid_ids
+    p_at = np.take_along_axis(target_seen, safe[:, :, None], 2)[:, :, 0]  # [B, g+1]
+    zero_hit = (emitted & (p_at <= 0)).any(1)
+    return {
+        "t0_valid_ids": ~ok_ids,
+        "t0_padding": ~ok_pad,
+        "t0_prefix_is_drafts": prefix_bad,
+        "t0_zero_prob_emitted": zero_hit,
+    }, accepted
+
+
+def t2_plan(scenario: Scenario, rule: str = "exact") -> list[str]:
+    """The T2 kinds a scenario tests (plan.plan_for(...).tested): the budget is split over these."""
+    return plan_for(scenario, rule).tested
+
+
+@dataclass
+class Tally(Counts):
+    """Everything a scenario's checks need, accumulated over verify calls. `rule` is the declared rule: it decides
+    the T0 residual-support check; the counts themselves are rule-free."""
+
+    scenario: Scenario
+    seed: int = 0
+    rule: str = "exact"
+    rows: int = 0
+    seconds: float = 0.0  # time spent inside the adapter
+    violations: dict = field(default_factory=lambda: {name: 0 for name in T0_CHECKS})
+    examples: dict = field(default_factory=dict)  # first violation of each T0 check
+    support_violations: dict = field(default_factory=lambda: {rule: 0 for rule in laws.RULES})  # under each rule
+    pairs: np.ndarray | None = None  # row independence: [V, V] first tokens of rows (2j, 2j+1)
+    joint: np.ndarray | None = None  # joint law: counts [V^n] of the first n tokens over repeated cycles
+
+    def __post_init__(self):
+        s, v, g = *self.scenario.target.shape, self.scenario.gamma
+        strata = s * v if self.scenario.point_mass else s
+        self.first = np.zeros((s, v), dtype=np.int64)
+        self.correction = np.zeros((strata, v), dtype=np.int64)
+        self.bonus = np.zeros((s, v), dtype=np.int64)
+        self.length = np.zeros((s, g + 1, g + 1), dtype=np.int64)  # [start state, num_draft, accepted]
+        self.reached = np.zeros(g, dtype=np.int64)
+        self.rejected = np.zeros(g, dtype=np.int64)
+
+    def add(self, batch: Batch, out: np.ndarray, probs_seen: tuple[np.ndarray, np.ndarray | None],
+            where: dict) -> np.ndarray:  # fmt: skip
+        """T0-check one call's output [B, g+1] and count what the T2 checks need; returns the [B] rows that pass the
+        rule-free T0 checks (the joint loop follows only those).
+
+        probs_seen: the target and draft rows as the adapter received them (after the cast to its dtype), so
+        that support checks use the numbers the adapter saw.
+        """
+        sc, g, v = self.scenario, self.scenario.gamma, self.scenario.vocab_size
+        rows = out.shape[0]
+        self.rows += rows
+        if sc.probe and self._probe_clean(batch, out, probs_seen[0]):
+            return np.ones(rows, dtype=bool)  # the probe's rows are all right: nothing more to count (_probe_clean)
+        violations, accepted = t0_violations(batch, out, probs_seen[0], v)
+        good = np.ones(rows, dtype=bool)
+        for name, bad in violations.items():  # each row is charged to the first check it breaks
+            self._count(name, good & bad, batch, out, where)
+            good &= ~bad
+
+        if sc.probe:  # a probe is sized in tens of millions of rows and has no T2 check: T0 is all it needs
+            return good
+        last = out[np.arange(rows), accepted]  # the correction or bonus token
+        self._residual_support(good & (accepted < batch.num_draft), accepted, last, batch, out, probs_seen, where)
+
+        rows_ok = np.flatnonzero(good)
+        st, acc, nd = batch.states[rows_ok], accepted[rows_ok], batch.num_draft[rows_ok]
+        np.add.at(self.first, (st[:, 0], out[rows_ok, 0]), 1)
+        np.add.at(self.length, (st[:, 0], nd, acc), 1)
+        rej = acc < nd
+        state_at = st[np.arange(rows_ok.size), acc]
+        corr_stratum = state_at[rej]
+        if sc.point_mass:
+            corr_stratum = corr_stratum * v + batch.draft_tokens[rows_ok[rej], acc[rej]]
+        if rej.any() and "rejection" not in self.examples:  # the example a certain reject_rate failure shows
+            self._count("rejection", np.isin(np.arange(rows), rows_ok[rej]), batch, out, where)
+        np.add.at(self.correction, (corr_stratum, last[rows_ok[rej]]), 1)
+        np.add.at(self.bonus, (state_at[~rej], last[rows_ok[~rej]]), 1)
+        for i in range(g):
+            here = nd > i
+            self.reached[i] += int((here & (acc >= i)).sum())
+            self.rejected[i] += int((here & (acc == i)).sum())
+        if sc.identical_rows:
+            half = rows_ok[rows_ok % 2 == 0]
+            half = half[np.isin(half + 1, rows_ok)]
+            if self.pairs is None:
+                self.pairs = np.zeros((v, v), dtype=np.int64)
+            np.add.at(self.pairs, (out[half, 0], out[half + 1, 0]), 1)
+        return good
+
+    @staticmethod
+    def _probe_clean(batch: Batch, out: np.ndarray, target_seen: np.ndarray) -> bool:
+        """The probe (g = 1, every draft of probability 0) has one right output per row: [t, -1] with p(t) > 0.
+        True when every row has it, in a few passes; otherwise the full checks below find and count the culprits."""
+        first = out[:, 0]
+        support = target_seen[0, 0] > 0  # context-free: one target row
+        return bool(((first >= 0) & (first < support.size)).all() and support[first.clip(0, support.size - 1)].all()
+                    and (out[:, 1] == -1).all() and (batch.num_draft == 1).all())  # fmt: skip
+
+    def _residual_support(self, rejected, accepted, last, batch, out, probs_seen, where) -> None:
+        """T0 under every known rule (the declared one is the check; the others serve the rule diagnosis)."""
+        idx = np.flatnonzero(rejected)
+        if not idx.size:
+            return
+        target_seen, draft_seen = probs_seen
+        pos = accepted[idx]
+        p_rows = target_seen[idx, pos]  # [R, V]
+        q_rows = None if draft_seen is None else draft_seen[idx, pos]
+        d = batch.draft_tokens[idx, pos]
+        for rule in laws.RULES:
+            allowed = laws.may_correct(p_rows, q_rows, d, rule)
+            bad = np.zeros(len(rejected), dtype=bool)
+            bad[idx[~allowed[np.arange(idx.size), last[idx]]]] = True
+            self.support_violations[rule] += int(bad.sum())
+            if rule == self.rule:
+                self._count("t0_residual_support", bad, batch, out, where)
+
+    def _count(self, name: str, bad: np.ndarray, batch: Batch, out: np.ndarray, where: dict) -> None:
+        hits = int(bad.sum())
+        if not hits:
+            return
+        if name in self.violations:
+            self.violations[name] += hits
+        if name not in self.examples:
+            row = int(np.flatnonzero(bad)[0])
+            self.examples[name] = {
+                **where,
+                "row": row,
+                "output": out[row].tolist(),
+                "draft_tokens": batch.draft_tokens[row].tolist(),
+                "num_draft": int(batch.num_draft[row]),
+            }
+
+    def counts(self) -> dict:
+        return {**super().counts(), "support_violations": self.support_violations}
+
+    def absorb(self, part: dict) -> None:
+        super().absorb(part)
+        for rule_name, count in part["support_violations"].items():
+            self.support_violations[rule_name] += count
+
+    def t0_kinds(self) -> tuple[str, ...]:
+        """The T0 kinds of every call (listed as not run when the scenario got no rows)."""
+        return T0_CHECKS
+
+    def t0_results(self) -> list[CheckResult]:
+        return [
+            t0_result(name, self.violations[name], self.rows, {"example": self.examples.get(name)})
+            for name in T0_CHECKS
+        ]
+
+    def t2_results(self, alphas: dict[str, float], rule: str | None = None) -> list[CheckResult]:
+        """One CheckResult per planned kind, under `rule` (default: the declared one); alphas maps kind -> alpha."""
+        return [self._t2(kind, alpha, rule or self.rule) for kind, alpha in alphas.items()]
+
+    def certain_results(self, kinds: list[str], rule: str | None = None) -> list[CheckResult]:
+        """Checks decided by one counter-example (plan.certain): a reject rate of exactly 0."""
+        sc, out = self.scenario, []
+        for kind in kinds:
+            if kind != "reject_rate":
+                raise ValueError(f"kind={kind!r} is not a certain check")
+            rejected = int(self.rejected.sum())
+            details = {"z": 0.0, "rejections": rejected, "why": "Z = 0 under the rule: a single rejection is wrong",
+                       "example": self.examples.get("rejection")}  # fmt: skip
+            out.append(t0_result(str(CheckId(kind, sc.name)), rejected, int(self.reached.sum()), details))
+        return out
+
+    def _t2(self, kind: str, alpha: float, rule: str | None = None) -> CheckResult:
+        """The registered test of `kind` (registry.py, chain form) on this tally's counts, under `rule`."""
+        form = registry.get(kind).forms.get(CHAIN)
+        if form is None or form.evaluate is None:
+            raise ValueError(f"kind={kind!r} is not a T2 check of a single scenario")
+        return form.evaluate(self, alpha, rule or self.rule, str(CheckId(kind, self.scenario.name)))
+
+    def mean_accepted(self, rule: str = "exact") -> tuple[float, float]:
+        """(observed, expected under `rule`) total accepted drafts over the counted rows."""
+        observed = expected = 0.0
+        for s, nd in zip(*np.nonzero(self.length.sum(2))):
+            counts = self.length[s, nd]
+            accepted = np.arange(self.scenario.gamma + 1)
+            observed += float(counts @ accepted)
+            expected += counts.sum() * float(laws.length_law(self.scenario, s, nd, rule) @ accepted)
+        return observed, expected

@@ -1,0 +1,93 @@
+"""From counts to a Report: each scenario's checks (adapter, T0, certain, T2), the run-level checks, Holm and the
+verdict, and the rule diagnosis. Checks that could not be computed are failures marked "not run" (tier "not run",
+no p-value), never passes. The same code serves one run (runner.run) and merged shards (shards.merge)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ...stats import CheckResult, ErrorBudget
+from .calls import AdapterFailure
+from .contract import Contract, Scenario
+from .report import Report
+from .results import failure_details, not_run, not_tested, t0_result
+from .run_plan import RunPlan
+
+
+class Counted(Protocol):
+    """What the calls left: passes.Calls for one run, shards.Merged for merged shards."""
+
+    tallies: dict  # scenario -> its contract's tally (checks.Tally, tree.checks.TreeTally, pipeline.PipelineTally)
+    broken: dict[str, AdapterFailure]
+    stopped: str | None
+    finished: set[str]
+
+    def summary(self, name: str) -> dict: ...
+
+
+def build_report(contract: Contract, adapter, plan: RunPlan, counted: Counted, run_results: list[CheckResult],
+                 run_not_run: list[CheckResult], *, seed: int, budget_seconds: float, alpha: float,
+                 wall_seconds) -> Report:  # fmt: skip
+    """The checks of every scenario, then the run-level ones, then Holm, the verdict and the rule diagnosis.
+
+    wall_seconds: a callable read when the verdict is made (the run's time, checks included).
+    """
+    report = Report(adapter, contract, seed=seed, budget_seconds=budget_seconds, alpha=alpha)
+    adapter_results, not_run_list = [], list(run_not_run)  # not run: listed last, after the failures explaining them
+    for s in plan.scenarios:
+        adapter_results += scenario_checks(report, s, plan, counted, not_run_list, contract)
+    report.add_t0("run", adapter_results + run_results + not_run_list)
+    report.finish(ErrorBudget(alpha), wall_seconds(), family_size=len(plan.alphas))
+    if report.law_kept:
+        report.rule_diagnosis = contract.rule_diagnosis(adapter, counted.tallies, alpha)
+    return report
+
+
+def scenario_checks(report: Report, s: Scenario, plan: RunPlan, counted: Counted, not_run_list: list,
+                    contract) -> list:  # fmt: skip
+    """Add scenario s's summary and checks to the report; returns its adapter check (appended to the run's)."""
+    tally, calls, failure = counted.tallies[s.name], counted.summary(s.name), counted.broken.get(s.name)
+    report.scenarios[s.name] = {
+        "description": s.description,
+        **contract.describe(report.adapter, s, tally, failure),
+        "vocab_size": s.vocab_size,
+        "rows": tally.rows,
+        "rows_per_second": tally.rows / tally.seconds if tally.seconds else None,
+        "calls": calls,
+    }
+    results = []
+    if failure is not None:
+        results.append(t0_result(f"adapter[{s.name}]", 1, tally.rows, failure_details(failure)))
+    elif not calls["count"]:
+        not_run_list.append(not_run(f"adapter[{s.name}]", counted.stopped))
+    else:
+        results.append(t0_result(f"adapter[{s.name}]", 0, tally.rows, {"error": None}))
+    why = why_not_run(s, tally, failure, None if s.name in counted.finished else counted.stopped)
+    if tally.rows:
+        report.add_t0(s.name, tally.t0_results())
+    else:
+        not_run_list += [not_run(f"{kind}[{s.name}]", why) for kind in tally.t0_kinds()]
+    scenario_plan = plan.checks[s.name]
+    kinds = {kind: plan.alphas[f"{kind}[{s.name}]"] for kind in scenario_plan.tested}
+    skipped = [not_tested(f"{kind}[{s.name}]", reason) for kind, reason in scenario_plan.skipped.items()]
+    if why:
+        not_run_list += [not_run(f"{kind}[{s.name}]", why) for kind in [*kinds, *scenario_plan.certain]]
+    else:
+        report.add_t0(s.name, tally.certain_results(scenario_plan.certain))
+        report.add_t2(s.name, tally.t2_results(kinds) + skipped, None if s.joint else contract.plot_series(tally))
+    if s.probe:
+        report.probe = contract.probe_summary(s, tally, report.adapter)
+    return results
+
+
+def why_not_run(s, tally, failure: AdapterFailure | None, stopped: str | None) -> str | None:
+    """Why a scenario's T2 checks cannot be computed, or None when they can."""
+    if failure is not None:
+        return f"the adapter failed on this scenario ({failure.kind})"
+    if stopped:  # cut short by a hang elsewhere
+        return stopped
+    if tally.rows == 0:
+        return "no rows"
+    if s.joint and (tally.joint is None or tally.joint.sum() == 0):
+        return "no sequence of the joint loop passed the T0 checks"  # the first batch always completes
+    return None

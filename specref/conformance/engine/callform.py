@@ -1,0 +1,113 @@
+"""A call's arguments, built exactly as the harness passes them, and its output read back: one CallForm per contract.
+
+    args, kwargs = call_inputs(batch, generator_seed, dtype=torch.float32)      # what verify receives
+    job, seen = _job(batch, generator_seed, dtype, device, declared, ...)        # what a worker is sent
+
+A job is small enough to send to a worker process: a context-free batch's broadcast row travels as one row and its
+shape, cast once to the adapter's dtype. Each contract declares its form (chain/form.py, tree/contract.py,
+pipeline/contract.py). Reproduce snippets call `call_inputs`, so a snippet's arguments are bit-identical to the
+harness's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+
+def _broadcast(array: np.ndarray) -> bool:
+    """A context-free [B, n, V] view of one row (scenarios.py): cast and ship one row only."""
+    return array.ndim == 3 and array.strides[:2] == (0, 0)
+
+
+def _cast(array: np.ndarray | None, dtype: torch.dtype) -> tuple[tuple | None, np.ndarray | None]:
+    """Cast once to the adapter's dtype: (its bytes, packed to build the adapter's tensor from, the same numbers in
+    float64 for the T0 checks). Bytes, since numpy has no bfloat16; a broadcast row is cast and packed once."""
+    if array is None:
+        return None, None
+    if _broadcast(array):
+        row = torch.from_numpy(np.array(array[0, 0])).to(dtype)  # [V]
+        seen = np.broadcast_to(row.to(torch.float64, copy=True).numpy(), array.shape)
+        return ("row", row.view(torch.uint8).numpy(), array.shape), seen
+    cast = torch.from_numpy(np.ascontiguousarray(array)).to(dtype, copy=True)  # copy: never the caller's array
+    return ("array", cast.view(torch.uint8).numpy()), cast.to(torch.float64, copy=True).numpy()
+
+
+def _tensor(packed: tuple | None, dtype: torch.dtype, device: str) -> torch.Tensor | None:
+    if packed is None:
+        return None
+    cast = torch.from_numpy(packed[1]).view(dtype).to(device)
+    return cast.expand(packed[2]).contiguous() if packed[0] == "row" else cast
+
+
+@dataclass(frozen=True)
+class CallForm:
+    """How one contract's call is built and read (chain/form.py, tree/contract.py, ...). Module-level functions, so
+    a job pickles by reference to a worker.
+
+    fields(batch, declared) -> the job's contract fields (numpy); declared: the adapter's capabilities it reads.
+    arguments(job, target, draft, generator) -> (args, kwargs) of verify; device tensors built from the job.
+    read(out, job) -> what verify returned, checked and as numpy (raises AdapterFailure 'malformed')."""
+
+    fields: Callable
+    arguments: Callable
+    read: Callable
+    declares: tuple[str, ...] = ()  # the adapter capabilities `fields` reads
+
+
+def call_inputs(
+    batch,
+    generator_seed: int,
+    *,
+    form: CallForm,
+    dtype: torch.dtype = torch.float32,
+    device: str = "cpu",
+    uniforms: np.ndarray | None = None,
+    generator_state: torch.Tensor | None = None,
+    **declared,
+) -> tuple[tuple, dict]:
+    """(args, kwargs) exactly as the harness passes them to verify for this batch (reproduce snippets call this).
+
+    generator_state: a CPU generator state (specref.forced) the generator starts in instead of the seeded one.
+    form: the contract's CallForm; declared: the capabilities its fields read (ragged=True, nodes=True, ...).
+    """
+    job = _job(batch, generator_seed, dtype, device, declared, uniforms, generator_state, form)
+    return _arguments(job[0])
+
+
+def _job(batch, generator_seed: int, dtype, device, declared: dict, uniforms, generator_state,
+         form: CallForm) -> tuple[dict, tuple]:  # fmt: skip
+    """(what the adapter's arguments are built from, small enough to send to a worker: no [B, g+1, V] copy of a
+    broadcast row; the (target, draft) probabilities as the adapter will see them, in float64)."""
+    target, target_seen = _cast(batch.target_probs, dtype)
+    draft, draft_seen = _cast(batch.draft_probs, dtype)
+    job = {
+        "form": form,
+        "target": target,
+        "draft": draft,
+        "uniforms": uniforms,
+        "dtype": dtype,
+        "device": str(device),
+        "generator_seed": int(generator_seed),
+        "generator_state": None if generator_state is None else generator_state.numpy().copy(),
+        **form.fields(batch, declared),
+    }
+    return job, (target_seen, draft_seen)
+
+
+def _arguments(job: dict) -> tuple[tuple, dict]:
+    device, dtype = job["device"], job["dtype"]
+    generator = torch.Generator(device=device).manual_seed(job["generator_seed"])
+    if job.get("generator_state") is not None:  # the edge probe's forced state (specref.forced)
+        generator.set_state(torch.from_numpy(job["generator_state"]))
+    target, draft = _tensor(job["target"], dtype, device), _tensor(job["draft"], dtype, device)
+    args, kwargs = job["form"].arguments(job, target, draft, generator)
+    if job["uniforms"] is not None:
+        kwargs["uniforms"] = torch.from_numpy(job["uniforms"]).to(device)
+    return args, kwargs
+
+
+__all__ = ["CallForm", "call_inputs"]

@@ -1,0 +1,25 @@
+"""The whole pipeline's check kinds (registry.py): the pipeline forms of kinds the chain declares.
+
+A pipeline is checked on its continuations alone: every id in [0, V) (t0_valid_ids), and the law of the n-token
+continuations of a prompt against the target's exact law after its logits processors (joint_law; specref.hf).
+"""
+
+from __future__ import annotations
+
+from ..chain import kinds as _chain_kinds  # noqa: F401 -- the kinds whose pipeline forms this module adds
+from ..engine.registry import PIPELINE, TEST, Form, add_form
+
+
+def _joint_law(tally, alpha, rule, name):
+    from ...hf.lawcheck import counts_check
+
+    return counts_check(tally.continuations, tally.scenario.law, alpha=alpha, name=name)
+
+
+add_form("adapter", PIPELINE, Form(description="the pipeline ran: no exception, no hang, a [B, n] int64 tensor "
+                                   "returned"))  # fmt: skip
+add_form("t0_valid_ids", PIPELINE, Form(description="every continuation token is an id in [0, V)"))
+add_form("joint_law", PIPELINE, Form(lambda s: TEST, _joint_law, ("continuations",), "the n-token continuations of "
+                                     "the prompt follow the target's exact law after its processors"))  # fmt: skip
+add_form("rare_edge", PIPELINE, Form(description="not tested: the forced probe cannot give a pipeline's accept tests "
+                                   "a draft of probability 0 (pipeline.py)"))  # fmt: skip

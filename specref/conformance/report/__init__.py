@@ -1,0 +1,7 @@
+"""Rendering a run's record: report.md, report.json, the plots and the snippets (render.py).
+
+The record itself (Report, the verdicts) is the engine's (engine/report.py); its names are re-exported here, at the
+path earlier releases had, for one release."""
+
+from ..engine.report import *  # noqa: F403
+from ..engine.report import CONFORMING, LOSSY, NON_CONFORMING, RARE_EDGE, Report, check_record  # noqa: F401
