@@ -251,10 +251,11 @@ def test_worker_keeps_torch_threads_after_the_parent_used_them():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
 def test_job_is_compact_and_casts_once(dtype):
     """What a worker is sent for V=151936 is one cast row, not [B, g+1, V]; its tensors equal a direct cast."""
+    from specref.conformance.chain.form import CHAIN
     from specref.conformance.engine.callform import _arguments, _job
 
     batch = get("large_v151936_g1").inputs(64, 0, 1)
-    job, (target_seen, _) = _job(batch, 1, dtype, "cpu", {"ragged": False}, None)
+    job, (target_seen, _) = _job(batch, 1, dtype, "cpu", {"ragged": False}, None, None, CHAIN)
     assert len(pickle.dumps(job)) < 4 * 151936 * 8  # a few rows' worth; the batch is 64 x 2 rows
     (target, draft, tokens, _), _ = _arguments(job)
     expected = torch.from_numpy(np.ascontiguousarray(batch.target_probs)).to(dtype)

@@ -14,12 +14,12 @@ import torch
 
 from specref.conformance import run
 from specref.conformance.chain.adapters import Adapter, as_adapter, builtin_adapters, contract_output, seeds_from
+from specref.conformance.chain.form import call_inputs
 from specref.conformance.chain.probe import DESIGN
 from specref.conformance.cli import EXIT_CONFORMING, EXIT_NON_CONFORMING, _write_and_tell
 from specref.conformance.contracts import contract
 from specref.conformance.edge_probe import probe_batch
 from specref.conformance.edges.probe import ROWS, edge_probe
-from specref.conformance.engine.callform import call_inputs
 from specref.conformance.engine.calls import Caller
 from specref.conformance.engine.report import RARE_EDGE
 from specref.conformance.report.render import render_markdown
@@ -201,8 +201,8 @@ def test_injected_uniforms_show_the_edges_where_the_generator_cannot_be_forced()
 def test_the_statistical_probe_states_the_event_of_the_device_and_uniform_dtype():
     from types import SimpleNamespace
 
+    from specref.conformance.chain.contract import probe_summary
     from specref.conformance.chain.scenarios import PROBE, get, probe_rows_needed
-    from specref.conformance.engine.assemble import probe_summary
 
     rows = probe_rows_needed()  # sized for 0.99 at 2^-24 (CPU float32)
     tally = SimpleNamespace(rows=rows)
@@ -248,7 +248,7 @@ def _edge_report(zero_tokens: int, rows: int, more=()):
     from specref.conformance.engine.report import Report
     from specref.conformance.engine.results import t0_result
 
-    report = Report(Adapter("v", verify=None), seed=0, budget_seconds=None, alpha=1e-3)
+    report = Report(Adapter("v", verify=None), contract("chain"), seed=0, budget_seconds=None, alpha=1e-3)
     report.scenarios = {"probe_zero_ratio_g1": {"rows": rows, "gamma": 1}}
     probe = {"edges": {"accept": {"event_probability": 2**-24}}}
     report.add_t0("run", [t0_result("rare_edge[accept]", 1, 64, {"family": "edge", "forced_probe": probe})])

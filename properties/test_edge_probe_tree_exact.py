@@ -27,8 +27,8 @@ from specref.conformance.engine.report import RARE_EDGE
 from specref.conformance.report.render import render_markdown
 from specref.conformance.tree import builtin_tree_adapters
 from specref.conformance.tree.contract import DESIGN
-from specref.conformance.tree.mutants import MUTANTS
 from specref.conformance.tree.scenarios import from_chain
+from specref.mutants.trees import MUTANTS
 
 pytestmark = pytest.mark.exact
 

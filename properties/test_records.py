@@ -12,11 +12,11 @@ import re
 import numpy as np
 import pytest
 
-from specref.conformance import run
+from specref.conformance import run, shards
 from specref.conformance.chain.adapters import batched_adapter
 from specref.conformance.chain.scenarios import get
 from specref.conformance.chain.tally import Tally
-from specref.conformance.engine import registry, shards
+from specref.conformance.engine import registry
 from specref.conformance.engine.report import counts_line
 from specref.conformance.report.render import render_markdown
 from specref.conformance.tree import run_tree
@@ -162,8 +162,8 @@ def test_a_shard_carries_every_declared_counter_and_refuses_an_undeclared_one(co
 
 
 def test_kinds_are_declared_once_with_a_known_family_and_the_mutants_name_only_declared_kinds():
-    from specref.conformance.tree.mutants import CAUGHT_BY
     from specref.mutants import CATALOGUE
+    from specref.mutants.trees import CAUGHT_BY
 
     kinds = registry.kinds()
     for mutant in CATALOGUE.values():

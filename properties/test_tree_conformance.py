@@ -19,7 +19,7 @@ from budget import alpha_for
 
 from specref.conformance.engine.report import LOSSY, NON_CONFORMING, RARE_EDGE
 from specref.conformance.tree import builtin_tree_adapters, run_tree
-from specref.conformance.tree.mutants import CAUGHT_BY, MUTANTS, SCENARIOS_FOR
+from specref.mutants.trees import CAUGHT_BY, MUTANTS, SCENARIOS_FOR
 
 pytestmark = pytest.mark.statistical
 

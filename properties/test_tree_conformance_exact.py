@@ -176,7 +176,7 @@ def test_cli_detects_runs_and_lists_trees(tmp_path, capsys):
 def test_coupling_matches_the_reference_and_has_teeth():
     from dataclasses import replace
 
-    from specref.conformance.tree.mutants import MUTANTS
+    from specref.mutants.trees import MUTANTS
 
     good = run_tree(builtin_tree_adapters()["tree-rsd"](), rows=256, scenarios=["tree_star_cf"], budget_seconds=120)
     coupling = [r for r in good.checks if r.name.startswith("coupling")]

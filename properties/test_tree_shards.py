@@ -15,7 +15,7 @@ from specref.conformance import run
 from specref.conformance.engine.report import NON_CONFORMING
 from specref.conformance.shards import merge_records
 from specref.conformance.tree import builtin_tree_adapters
-from specref.conformance.tree.mutants import MUTANTS
+from specref.mutants.trees import MUTANTS
 
 pytestmark = pytest.mark.exact
 

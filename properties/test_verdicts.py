@@ -127,10 +127,11 @@ def test_holm_family_size_is_fixed_by_the_plan_not_the_data():
     """Issue 20 item 8: at 300 rows, 3 of the 12 planned T2 checks turn "not tested (df = 0)" at run time (strata
     merged to one bin). They keep their slots: m = 12, as planned, not the 9 tested (before: m = 9)."""
     from specref.conformance.chain.adapters import reference_adapter
+    from specref.conformance.contracts import contract
     from specref.conformance.engine.run_plan import make_plan
 
     adapter, scenarios = reference_adapter(), ["cf_near_equal_g4", "cf_dense_g4"]
-    planned = make_plan(adapter, scenarios, 1e-3).alphas
+    planned = make_plan(adapter, scenarios, 1e-3, contract("chain")).alphas
     report = run(adapter, seed=0, budget_seconds=60, scenarios=scenarios, rows=300, alpha=1e-3)
     t2 = [r for r in report.checks if r.details.get("tier") == "T2"]
     assert sorted(r.name for r in t2) == sorted(planned)

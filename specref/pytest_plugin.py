@@ -252,7 +252,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         items.append(CheckItem.from_parent(run_node, name="run", check=None, error=error + traceback.format_exc()))
         return
     record = report.to_dict()
-    from .conformance.engine.snippets import absolute_spec
+    from .conformance.resolve import absolute_spec
 
     record["spec"] = absolute_spec(settings.impl)
     config.stash[_REPORT] = report

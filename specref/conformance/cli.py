@@ -35,8 +35,7 @@ from ..extras import MATPLOTLIB, TORCH, notice, require
 from ..outputs import REPORTS, default_folder
 from .contracts import contract, contract_of
 from .engine.progress import ProgressBar
-from .engine.snippets import absolute_spec
-from .resolve import list_builtins, resolve, select_scenarios
+from .resolve import absolute_spec, list_builtins, resolve, select_scenarios
 
 EXIT_CONFORMING, EXIT_NON_CONFORMING, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 

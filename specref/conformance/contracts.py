@@ -12,7 +12,6 @@ asked for, so `specref conform --list` stays free of torch.
 from __future__ import annotations
 
 from ..builtins import CONTRACTS, load
-from .engine import registry
 from .engine.contract import Contract
 
 CHAIN, TREE, PIPELINE = "chain", "tree", "pipeline"
@@ -36,6 +35,8 @@ def contract(subject) -> Contract:
 
 def every_kind() -> dict:
     """Every check kind of every contract (engine/registry.py), each contract's package imported to declare them."""
+    from .engine import registry  # scipy: not for `specref conform --list` and usage errors
+
     for row in CONTRACTS:
         load(row.bundle)
     return registry.kinds()

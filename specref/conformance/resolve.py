@@ -27,6 +27,13 @@ TREE_ARGS = ("target_probs", "draft_probs", "draft_tokens", "parents", "generato
 _GENERIC_NAMES = ("verify", "verify_tree", "function", "<lambda>")
 
 
+def absolute_spec(spec: str) -> str:
+    """`file.py:attr` with the file's absolute path (other specs as they are): what a report records, so that its
+    snippets run from any folder."""
+    module, sep, attr = spec.rpartition(":")
+    return f"{os.path.abspath(module)}:{attr}" if sep and module.endswith(".py") else spec
+
+
 def list_builtins() -> str:
     """`specref conform --list` (specref.builtins.listing): imports neither torch nor any engine."""
     return listing()

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..conformance.chain.adapters import global_rng_from
+from ..conformance.engine.seeds import global_rng_from
 from . import target_law
 from .generation import SpecConfig, Verify, speculative_generate
 from .processors import Processors

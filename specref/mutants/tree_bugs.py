@@ -1,4 +1,4 @@
-"""Tree verifiers with a rare edge, for the tree contract (specref.conformance.tree.mutants catalogues them).
+"""Tree verifiers with a rare edge, for the tree contract (specref.mutants.trees catalogues them).
 
 They live outside specref/conformance so that the forced edge probe's replay (edge_locate.py), which names the
 first line outside the harness, names their line.

@@ -25,9 +25,10 @@ import math
 from functools import lru_cache
 
 from scipy import optimize
-from scipy.stats import binom, binomtest, chi2, ncx2, norm
+from scipy.stats import binom, chi2, ncx2, norm
 
 from ._args import check_count, check_df, check_level, check_positive, check_rate, check_tv
+from .size import binomial_rejection_region, min_expected_for, pearson_critical
 
 # ---- chi-square ------------------------------------------------------------------------------------------------
 
@@ -36,8 +37,6 @@ def rule_critical(alpha: float, df: int, min_expected: float | None = None) -> f
     """The critical value of specref's chi-square at level alpha (size.py): for df >= 2 the far-tail reference law
     at min_expected (default E_min(alpha, df)); for df = 1, chi2.isf(alpha, 1) (2-bin checks run the exact binomial
     test and state its exact power instead)."""
-    from .size import min_expected_for, pearson_critical
-
     if df == 1:
         return float(chi2.isf(alpha, 1))
     e = min_expected_for(alpha, df) if min_expected is None else min_expected
@@ -89,37 +88,6 @@ def min_detectable_tv_chisquare(n: int, alpha: float, beta: float, df: int, min_
 
 
 # ---- binomial --------------------------------------------------------------------------------------------------
-
-
-def _first_rejected(n: int, p0: float, alpha: float, lo: int, hi: int) -> int | None:
-    """Bisection for a tail's edge between lo (the mode) and hi (0 or n): binomtest's two-sided p-value only falls
-    moving away from the mode. Returns the rejected k nearest the mode, or None when the tail is empty.
-    """
-
-    def rejected(k: int) -> bool:
-        return binomtest(k, n, p0).pvalue <= alpha
-
-    if not rejected(hi):
-        return None
-    if rejected(lo):
-        return lo
-    # invariant: lo not rejected, hi rejected
-    while abs(hi - lo) > 1:
-        mid = (lo + hi) // 2
-        if rejected(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
-
-
-@lru_cache(maxsize=4096)
-def binomial_rejection_region(n: int, p0: float, alpha: float) -> tuple[int, int]:
-    """(k_lo, k_hi) with binomtest(k, n, p0).pvalue <= alpha iff k <= k_lo or k >= k_hi (-1 / n + 1 when empty)."""
-    mode = min(n, int(math.floor((n + 1) * p0)))
-    k_hi = _first_rejected(n, p0, alpha, mode, n)
-    k_lo = _first_rejected(n, p0, alpha, mode, 0)
-    return (-1 if k_lo is None else k_lo), (n + 1 if k_hi is None else k_hi)
 
 
 def binomial_power(n: int, p0: float, p: float, alpha: float) -> float:

@@ -41,7 +41,7 @@ import math
 from functools import lru_cache
 
 import numpy as np
-from scipy.stats import binom, chi2, poisson
+from scipy.stats import binom, binomtest, chi2, poisson
 
 #: Integer expected counts the reference law is tabulated at (the lattice of Q needs an integer E).
 E_LADDER = (20, 30, 50, 100)
@@ -160,6 +160,37 @@ def min_expected_for(alpha: float, df: int) -> int:
 # ---- exact sizes (the calibration table and the T1 test) --------------------------------------------------------
 
 
+def _first_rejected(n: int, p0: float, alpha: float, lo: int, hi: int) -> int | None:
+    """Bisection for a tail's edge between lo (the mode) and hi (0 or n): binomtest's two-sided p-value only falls
+    moving away from the mode. Returns the rejected k nearest the mode, or None when the tail is empty.
+    """
+
+    def rejected(k: int) -> bool:
+        return binomtest(k, n, p0).pvalue <= alpha
+
+    if not rejected(hi):
+        return None
+    if rejected(lo):
+        return lo
+    # invariant: lo not rejected, hi rejected
+    while abs(hi - lo) > 1:
+        mid = (lo + hi) // 2
+        if rejected(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+@lru_cache(maxsize=4096)
+def binomial_rejection_region(n: int, p0: float, alpha: float) -> tuple[int, int]:
+    """(k_lo, k_hi) with binomtest(k, n, p0).pvalue <= alpha iff k <= k_lo or k >= k_hi (-1 / n + 1 when empty)."""
+    mode = min(n, int(math.floor((n + 1) * p0)))
+    k_hi = _first_rejected(n, p0, alpha, mode, n)
+    k_lo = _first_rejected(n, p0, alpha, mode, 0)
+    return (-1 if k_lo is None else k_lo), (n + 1 if k_hi is None else k_hi)
+
+
 def size_asymptotic_two_bins(n: int, p: float, alpha: float) -> float:
     """Exact size of Pearson chi-square against chi2(1) with 2 bins (rare bin probability p), by enumeration."""
     k = np.arange(n + 1)
@@ -170,8 +201,6 @@ def size_asymptotic_two_bins(n: int, p: float, alpha: float) -> float:
 
 def size_binomial(n: int, p0: float, alpha: float) -> float:
     """Exact size of the two-sided exact binomial test (scipy.stats.binomtest), by its rejection region."""
-    from .power import binomial_rejection_region
-
     k_lo, k_hi = binomial_rejection_region(n, p0, alpha)
     return float(binom.cdf(k_lo, n, p0) + binom.sf(k_hi - 1, n, p0))
 

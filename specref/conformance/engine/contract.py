@@ -16,9 +16,10 @@ The engine reads three kinds of object a contract makes:
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from .callform import CallForm
+if TYPE_CHECKING:  # the protocols need no torch: `specref conform --list` and usage errors import this module
+    from .callform import CallForm
 
 
 class Scenario(Protocol):
@@ -147,4 +148,4 @@ class Contract:
         """Pictures of the contract's own next to report.md, beyond the laws' plots: none by default."""
 
 
-__all__ = ["CallForm", "Contract", "Scenario", "Tally"]
+__all__ = ["Contract", "Scenario", "Tally"]

@@ -10,13 +10,6 @@ import os
 from .passes import derive_seed
 
 
-def absolute_spec(spec: str) -> str:
-    """`file.py:attr` with the file's absolute path (other specs as they are): what a report records, so that its
-    snippets run from any folder."""
-    module, sep, attr = spec.rpartition(":")
-    return f"{os.path.abspath(module)}:{attr}" if sep and module.endswith(".py") else spec
-
-
 def load(record: dict, builtins: str) -> str:
     """Code that binds `verify` to the implementation named by the record's spec (`builtins`: module:function)."""
     spec = record.get("spec") or record["impl"]
@@ -46,4 +39,4 @@ def where_of(record: dict, where: dict, stream: str) -> tuple:
     return scenario, seed, chunk, rows, generator_seed, dtype, device, row
 
 
-__all__ = ["absolute_spec", "load", "where_of"]
+__all__ = ["load", "where_of"]

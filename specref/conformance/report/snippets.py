@@ -4,7 +4,7 @@ failure's contract (chain/snippet.py, tree/snippet.py; a pipeline has none)."""
 from __future__ import annotations
 
 from ..contracts import contract
-from ..engine.snippets import absolute_spec, load
+from ..engine.snippets import load
 
 
 def snippet(record: dict, where: dict, details: dict) -> str | None:
@@ -17,4 +17,4 @@ def _contract_of(record: dict) -> str:
     return {"tree": "tree", "pipeline": "pipeline"}.get(record["adapter"].get("kind"), "chain")
 
 
-__all__ = ["absolute_spec", "load", "snippet"]
+__all__ = ["load", "snippet"]

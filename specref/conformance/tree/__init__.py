@@ -12,9 +12,10 @@ from .adapters import TreeAdapter, as_tree_adapter, builtin_tree_adapters, is_tr
 def run_tree(verify, *, name: str | None = None, **options):
     """`specref.conformance.run` of a tree verifier (a verify_tree function, a TreeAdapter, or an object with
     verify): options as run's (seed, budget_seconds, alpha, scenarios, rows, progress, shard, started)."""
-    from ..runner import run
+    from ..engine.run import run_contract
+    from .contract import CONTRACT
 
-    return run(as_tree_adapter(verify, name), **options)
+    return run_contract(CONTRACT, as_tree_adapter(verify, name), **options)
 
 
 __all__ = ["TreeAdapter", "as_tree_adapter", "builtin_tree_adapters", "is_tree", "run_tree"]

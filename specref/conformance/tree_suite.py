@@ -1,6 +1,6 @@
 """The tree suite: every tree built-in and every tree mutant through `run_tree`, one table (reports/trees.md).
 
-    python -m specref.conformance.tree.suite [--rows N] [--mutant-rows N] [--seed S] [--out reports/trees.md]
+    python -m specref.conformance.tree_suite [--rows N] [--mutant-rows N] [--seed S] [--out reports/trees.md]
                                              [--calibration-seeds K]
 
 Built-ins run the whole catalogue at `rows` per scenario; mutants run the whole catalogue too, at `mutant_rows`,
@@ -15,14 +15,14 @@ import argparse
 import time
 from pathlib import Path
 
-from . import run_tree
-from .adapters import builtin_tree_adapters
-from .mutants import CAUGHT_BY, MUTANTS
+from ..mutants.trees import CAUGHT_BY, MUTANTS
+from .tree import run_tree
+from .tree.adapters import builtin_tree_adapters
 
 
 def suite(rows: int = 20_000, mutant_rows: int = 4000, seed: int = 0, alpha: float = 1e-3) -> str:
     lines = ["# Tree conformance: built-ins and mutants", "",
-             f"`python -m specref.conformance.tree.suite --rows {rows} --mutant-rows {mutant_rows} "
+             f"`python -m specref.conformance.tree_suite --rows {rows} --mutant-rows {mutant_rows} "
              f"--seed {seed}`; family-wise alpha {alpha:g} per run; every scenario of the tree catalogue.", "",
              "| implementation | rule | scheme | verdict | checks passed | rows | max detectable TV (laws) "
              "| caught by | by a designed check | wall s |",
@@ -57,8 +57,8 @@ def calibration(seeds: int, mutant_rows: int = 4000) -> str:
 
     from scipy.stats import beta
 
-    from ..engine.report import kind_of
-    from .mutants import SCENARIOS_FOR
+    from ..mutants.trees import SCENARIOS_FOR
+    from .engine.report import kind_of
 
     def upper(k, n):  # one-sided 95% Clopper-Pearson upper bound
         return 1.0 if k == n else float(beta.ppf(0.95, k + 1, n - k))

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import torch
 
-from ...batched.tree import verify_tree
-from ...mutants.tree_bugs import tree_accept_le_fp32
-from ...randomness import Injected
-from ...reference.tree import Accept, ArrayTree, Emit, _normalised, _residual
-from ..engine.registry import check_caught_by
-from .adapters import TreeAdapter
+from ..batched.tree import verify_tree
+from ..conformance.engine.registry import check_caught_by
+from ..conformance.tree.adapters import TreeAdapter
+from ..randomness import Injected
+from ..reference.tree import Accept, ArrayTree, Emit, _normalised, _residual
+from .tree_bugs import tree_accept_le_fp32
 
 
 def _batched(rule, transform=None, after=None):
