@@ -11,34 +11,33 @@ asked for, so `specref conform --list` stays free of torch.
 
 from __future__ import annotations
 
-from ..builtins import CONTRACTS, load
+from .. import builtins
 from .engine.contract import Contract
 
 CHAIN, TREE, PIPELINE = "chain", "tree", "pipeline"
-_BY_KIND = {c.kind: c for c in CONTRACTS}
-_BY_NAME = {c.name: c for c in CONTRACTS}
 
 
 def contract_of(subject) -> str:
     """The name of the contract a subject declares by `kind` (specref.builtins.CONTRACTS); chain by default."""
-    row = _BY_KIND.get(getattr(subject, "kind", None))
-    return row.name if row is not None else CHAIN
+    kind = getattr(subject, "kind", None)
+    return next((row.name for row in builtins.CONTRACTS if row.kind == kind), CHAIN)
 
 
 def contract(subject) -> Contract:
     """The bundle of a subject's contract (any object `contract_of` reads), or of a contract's name."""
     name = subject if isinstance(subject, str) else contract_of(subject)
-    if name not in _BY_NAME:
-        raise ValueError(f"contract={name!r} must be one of {tuple(_BY_NAME)}")
-    return load(_BY_NAME[name].bundle)
+    row = next((row for row in builtins.CONTRACTS if row.name == name), None)
+    if row is None:
+        raise ValueError(f"contract={name!r} must be one of {tuple(r.name for r in builtins.CONTRACTS)}")
+    return builtins.load(row.bundle)
 
 
 def every_kind() -> dict:
     """Every check kind of every contract (engine/registry.py), each contract's package imported to declare them."""
     from .engine import registry  # scipy: not for `specref conform --list` and usage errors
 
-    for row in CONTRACTS:
-        load(row.bundle)
+    for row in builtins.CONTRACTS:
+        builtins.load(row.bundle)
     return registry.kinds()
 
 

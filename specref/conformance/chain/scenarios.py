@@ -108,6 +108,9 @@ class Batch:
     num_draft: np.ndarray  # [B] drafts that count in each row (g unless ragged)
     states: np.ndarray  # [B, g+1] state of each target row (the stratum of its law)
 
+    def __len__(self) -> int:  # the rows B a call carries (the engine's Batch)
+        return len(self.draft_tokens)
+
 
 @dataclass
 class Scenario:

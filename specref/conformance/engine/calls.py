@@ -141,7 +141,7 @@ class Caller:
         declared = {name: getattr(self.adapter, name) for name in self.form.declares}
         job, seen = _job(batch, generator_seed, dtype, self.adapter.device, declared, uniforms, generator_state,
                          self.form)  # fmt: skip
-        rows = len(batch.draft_tokens)
+        rows = len(batch)
         target = batch.target_probs  # None: a pipeline, which computes its own probabilities
         key, elements = _rate_key(where, uniforms), 1 if target is None else int(np.prod(target.shape[1:]))
         timeout = self.limits.limit(key, rows, elements) if timeout is None else timeout

@@ -8,7 +8,10 @@ A contract is one package (chain/, tree/, pipeline/) whose `contract.py` holds a
 
 The engine reads three kinds of object a contract makes:
   Scenario   one input design: `name`, `description`, `vocab_size`, `rows_per_call`, `row_elements`, `joint`,
-             `probe`, `starts` and `gamma` where it has them (the chain's, the tree's, the pipeline's)
+             `probe`; `gamma`, `starts` and its law arrays `target` and `draft` where it has them (a shard's plan
+             fingerprint digests them; a joint scenario's calls start from `starts`)
+  Batch      one call's inputs: `len(batch)` rows, `target_probs` and `draft_probs` (numpy, float64; None where
+             the subject computes its own) that the CallForm casts to the adapter's dtype
   Tally      the counts of one scenario over calls: `add(batch, out, seen, where) -> [B] rows passing T0`, `rows`,
              `seconds`, the T0/T2/certain results, and `Counts` (engine/counts.py) for shards
   CallForm   how one call's arguments are built and its output read back (engine/callform.py)

@@ -1,14 +1,14 @@
 """The check registry: one CheckKind per kind of check, declared once, from which everything else is derived.
 
 A kind says what it is (family, tier, description), how its numbers read (the statistic's kind, what a bin and a
-stratum are, the unit of its detectable distance, its plot), and, per contract ("chain", "tree"), a Form: the plan
-predicate (does it apply to a scenario, can it fail), the test, and the counters its test reads. The plan
-(plan.py), the tallies' tests (checks.py, tree/checks.py), the reports (report.py, render.py), the shards'
-arrays (shards.py), the calibration's distances and the mutants' `caught_by` all read this registry.
+stratum are, the unit of its detectable distance, its plot), and, per contract ("chain", "tree", ...), a Form: the
+plan predicate (does it apply to a scenario, can it fail), the test, and the counters its test reads. The plans,
+the tallies' tests, the reports, the shards' arrays, the calibration's distances and the mutants' `caught_by` all
+read this registry.
 
-The kinds themselves are declared next to their tests: chain kinds in kinds.py, tree kinds in kinds_tree.py (which
-also adds the tree form of the kinds both contracts run), the pipeline's forms in kinds_pipeline.py. `kinds()`
-loads them on first use.
+The kinds themselves are declared next to their tests, by the contract packages: chain/kinds.py, tree/kinds.py
+(which also adds the tree form of the kinds both contracts run), pipeline/kinds.py. Importing a contract's package
+declares its kinds; contracts.every_kind() imports every contract's.
 
     kind = registry.get("correction_law")
     kind.family, kind.statistic, kind.bins        # "rule", "Pearson X^2 over strata", "token"

@@ -23,8 +23,9 @@ class RunPlan:
         digest = 0
         for s in self.scenarios:
             p = self.checks[s.name]
-            text = f"{s.name}:{s.gamma}:{s.rows_per_call}:{p.tested}:{p.certain}:{sorted(p.skipped)}"
-            for part in (text.encode(), np.ascontiguousarray(s.target), np.ascontiguousarray(s.draft)):
+            text = f"{s.name}:{getattr(s, 'gamma', None)}:{s.rows_per_call}:{p.tested}:{p.certain}:{sorted(p.skipped)}"
+            laws = [getattr(s, name, None) for name in ("target", "draft")]  # the rows as given, where it has them
+            for part in [text.encode()] + [np.ascontiguousarray(law) for law in laws if law is not None]:
                 digest = zlib.crc32(part, digest)
         digest = zlib.crc32(repr(sorted(self.alphas.items())).encode(), digest)
         return f"{digest:08x}"

@@ -61,9 +61,8 @@ class PromptBatch:
     target_probs = None  # a pipeline computes its own probabilities
     draft_probs = None
 
-    @property
-    def draft_tokens(self) -> np.ndarray:  # the rows a call carries (calls.Caller counts them here)
-        return self.prompts
+    def __len__(self) -> int:  # the rows B a call carries (the engine's Batch)
+        return len(self.prompts)
 
 
 @dataclass

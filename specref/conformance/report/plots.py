@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ...stats.record import CheckId
-from ..engine import registry
+from ..contracts import every_kind
 
 #: Half-width of the plots' pointwise bands, in binomial standard deviations (two-sided 99.9%).
 BAND_Z = 3.29
@@ -21,7 +21,7 @@ PLOT_FILES = {"first": "first_token.png", "length": "accepted_length.png", "reje
 
 def plot_checks(group: str) -> tuple[str, ...]:
     """The kinds whose law a plot group draws (registry.py: each kind's plot)."""
-    return tuple(k.name for k in registry.kinds().values() if k.plot == group)
+    return tuple(k.name for k in every_kind().values() if k.plot == group)
 
 
 def write_plots(record: dict, out: Path) -> dict[str, Path]:

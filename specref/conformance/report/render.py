@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ...extras import MATPLOTLIB
 from ...stats.record import CheckId, CheckResult
+from ..contracts import every_kind
 from ..engine import registry
 from ..engine.plan import describe
 from ..engine.report import RARE_EDGE, Report, count_statuses, counts_line
@@ -171,7 +172,7 @@ def render_markdown(record: dict) -> str:
         lines += [f"![{name}]({name})" for name in plots] + [""]
     lines += ["## Scenarios", "", "| scenario | description | g | V | rows | rows/s |", "|---|---|---:|---:|---:|---:|"]
     for name, s in record["scenarios"].items():
-        rate, gamma = s.get("rows_per_second"), _fmt(s["gamma"], "d")
+        rate, gamma = s.get("rows_per_second"), _fmt(s.get("gamma"), "d")
         lines.append(f"| {name} | {_cell(s['description'])} | {gamma} | {s['vocab_size']} | {s['rows']:,} | "
                      f"{'-' if rate is None else f'{rate:,.0f}'} |")  # fmt: skip
     return "\n".join(lines) + "\n"
@@ -251,7 +252,7 @@ def failure_section(check: dict, record: dict) -> list[str]:
             f"p = {_fmt(check['p_value'])} against alpha {_fmt(check['alpha'], '.2g')} ({kind} "
             f"{_fmt(check['statistic'], '.4g')}, df {check['df']}, N {check['n']:,})."
         )
-        bins = registry.get(cid.kind).bins if cid.kind in registry.kinds() else "token"
+        bins = registry.get(cid.kind).bins if cid.kind in every_kind() else "token"
         for entry in details.get("impossible", [])[:5]:
             lines.append(f"- impossible {bin_label(bins, entry)} observed {entry['observed']} times (expected 0)")
         for key, label in (("over", "over-represented"), ("under", "under-represented")):

@@ -43,6 +43,9 @@ class TreeBatch:
     states: np.ndarray  # [B, N+1] state at each node (padding: 0)
     shape_index: np.ndarray  # [B] which of the scenario's shapes the row drafted
 
+    def __len__(self) -> int:  # the rows B a call carries (the engine's Batch)
+        return len(self.draft_tokens)
+
 
 def from_chain(batch) -> TreeBatch:
     """A chain batch (scenarios.Batch: g drafts, num_draft of them real) as chain trees: node i's parent is i - 1,
