@@ -61,8 +61,13 @@ def _import_builtins_once():
     import importlib
     import importlib.util
 
-    for module in ("specref.conformance.runner", "specref.conformance.contracts", "specref.conformance.tree.contract",
-                   "specref.conformance.pipeline.contract", "specref.conformance.report.render"):
+    for module in (
+        "specref.conformance.runner",
+        "specref.conformance.contracts",
+        "specref.conformance.tree.contract",
+        "specref.conformance.pipeline.contract",
+        "specref.conformance.report.render",
+    ):
         importlib.import_module(module)
     if importlib.util.find_spec("transformers") is not None:
         importlib.import_module("specref.hf.pipelines")

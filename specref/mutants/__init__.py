@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..conformance.chain import kinds as _chain_kinds  # noqa: F401 -- declares the kinds caught_by names
+from ..conformance.chain.kinds import DECLARED as _CHAIN_KINDS  # noqa: F401 -- the kinds caught_by names
 from ..conformance.engine.registry import check_caught_by
-from ..conformance.tree import kinds as _tree_kinds  # noqa: F401
+from ..conformance.tree.kinds import DECLARED as _TREE_KINDS  # noqa: F401
 from . import bugs, lossy
 
 

@@ -173,54 +173,12 @@ def mean_ci(
         raise ValueError(f"expected_mean={expected_mean!r} must be a finite real number")
     n, mean, sample_variance = _summary(samples, summary)
     method = method or ("z" if known_variance is not None else "t")
-    shift = mean - expected_mean
-    if method == "z":
-        if known_variance is None:
-            raise ValueError("method='z' needs known_variance")
-        sigma = math.sqrt(check_positive("known_variance", known_variance))
-        statistic = shift / (sigma / math.sqrt(n))
-        p_value = float(2.0 * norm.sf(abs(statistic)))
-        half_width = float(norm.isf(alpha / 2) * sigma / math.sqrt(n))
-        detectable = min_detectable_shift_mean(n, sigma, alpha, beta)
-        df = 0
-    elif method == "t":
-        sigma = math.sqrt(sample_variance)
-        if sigma == 0:
-            statistic, p_value = (0.0, 1.0) if shift == 0 else (math.copysign(math.inf, shift), 0.0)
-        else:
-            statistic = shift / (sigma / math.sqrt(n))
-            p_value = float(2.0 * t.sf(abs(statistic), n - 1))
-        half_width = float(t.isf(alpha / 2, n - 1) * sigma / math.sqrt(n))
-        detectable = min_detectable_shift_mean(n, sigma, alpha, beta) if sigma > 0 else 0.0
-        df = n - 1
-    elif method == "hoeffding":
-        if bounds is None:
-            raise ValueError("method='hoeffding' needs bounds=(lo, hi)")
-        lo, hi = (float(b) for b in bounds)
-        if not hi > lo:
-            raise ValueError(f"bounds={bounds!r} must satisfy lo < hi")
-        if samples is not None and (np.min(samples) < lo or np.max(samples) > hi):
-            raise ValueError(f"samples lie outside bounds={bounds!r}; the Hoeffding interval would not hold")
-        width = hi - lo
-        statistic = shift
-        p_value = float(min(1.0, 2.0 * math.exp(-2.0 * n * shift * shift / (width * width))))
-        half_width = width * math.sqrt(math.log(2.0 / alpha) / (2.0 * n))
-        detectable = half_width + width * math.sqrt(math.log(1.0 / beta) / (2.0 * n))
-        df = 0
-    elif method == "bennett":
-        if known_variance is None or bounds is None:
-            raise ValueError("method='bennett' needs known_variance and bounds=(lo, hi)")
-        lo, hi = (float(b) for b in bounds)
-        if not lo <= expected_mean <= hi:
-            raise ValueError(f"expected_mean={expected_mean!r} lies outside bounds={bounds!r}")
-        variance = check_positive("known_variance", known_variance)
-        statistic = shift
-        p_value = bennett.p_value(n, shift, variance, hi - expected_mean, expected_mean - lo)
-        half_width = max(bennett.half_widths(n, alpha, variance, hi - expected_mean, expected_mean - lo))
-        detectable = bennett.detectable_shift(n, alpha, beta, float(expected_mean), variance, lo, hi)
-        df = 0
-    else:
+    if method not in _INTERVALS:
         raise ValueError(f"method={method!r} must be 'z', 't', 'hoeffding' or 'bennett'")
+    shift = mean - expected_mean
+    statistic, p_value, half_width, detectable, df = _INTERVALS[method](
+        n=n, shift=shift, sample_variance=sample_variance, known_variance=known_variance, bounds=bounds,
+        samples=samples, expected_mean=expected_mean, alpha=alpha, beta=beta)  # fmt: skip
     details = {
         "test": f"{1 - alpha:.6g} confidence interval for the mean",
         "method": method,
@@ -237,6 +195,75 @@ def mean_ci(
     if method == "bennett":
         details["power_family"] = f"every law on [{bounds[0]:g}, {bounds[1]:g}], each with its own variance"
     return CheckResult(name, float(statistic), df, p_value, n, alpha, float(detectable), p_value > alpha, 0.0, details)
+
+
+# --- the four intervals of mean_ci, one function each: (statistic, p_value, half_width, detectable shift, df) -------
+
+
+def _z_interval(*, n, shift, known_variance, alpha, beta, **_):
+    """Normal interval with the known variance (CLT)."""
+    if known_variance is None:
+        raise ValueError("method='z' needs known_variance")
+    sigma = math.sqrt(check_positive("known_variance", known_variance))
+    statistic = shift / (sigma / math.sqrt(n))
+    half_width = float(norm.isf(alpha / 2) * sigma / math.sqrt(n))
+    return (
+        statistic,
+        float(2.0 * norm.sf(abs(statistic))),
+        half_width,
+        min_detectable_shift_mean(n, sigma, alpha, beta),
+        0,
+    )
+
+
+def _t_interval(*, n, shift, sample_variance, alpha, beta, **_):
+    """Student t interval with the sample variance."""
+    sigma = math.sqrt(sample_variance)
+    if sigma == 0:
+        statistic, p_value = (0.0, 1.0) if shift == 0 else (math.copysign(math.inf, shift), 0.0)
+    else:
+        statistic = shift / (sigma / math.sqrt(n))
+        p_value = float(2.0 * t.sf(abs(statistic), n - 1))
+    half_width = float(t.isf(alpha / 2, n - 1) * sigma / math.sqrt(n))
+    detectable = min_detectable_shift_mean(n, sigma, alpha, beta) if sigma > 0 else 0.0
+    return statistic, p_value, half_width, detectable, n - 1
+
+
+def _hoeffding_interval(*, n, shift, bounds, samples, alpha, beta, **_):
+    """Exact, non-asymptotic interval for variables in bounds = (lo, hi) (Hoeffding's inequality)."""
+    if bounds is None:
+        raise ValueError("method='hoeffding' needs bounds=(lo, hi)")
+    lo, hi = (float(b) for b in bounds)
+    if not hi > lo:
+        raise ValueError(f"bounds={bounds!r} must satisfy lo < hi")
+    if samples is not None and (np.min(samples) < lo or np.max(samples) > hi):
+        raise ValueError(f"samples lie outside bounds={bounds!r}; the Hoeffding interval would not hold")
+    width = hi - lo
+    p_value = float(min(1.0, 2.0 * math.exp(-2.0 * n * shift * shift / (width * width))))
+    half_width = width * math.sqrt(math.log(2.0 / alpha) / (2.0 * n))
+    return shift, p_value, half_width, half_width + width * math.sqrt(math.log(1.0 / beta) / (2.0 * n)), 0
+
+
+def _bennett_interval(*, n, shift, known_variance, bounds, expected_mean, alpha, beta, **_):
+    """Non-asymptotic interval for variables in bounds with the known variance (Bennett's inequality, bennett.py)."""
+    if known_variance is None or bounds is None:
+        raise ValueError("method='bennett' needs known_variance and bounds=(lo, hi)")
+    lo, hi = (float(b) for b in bounds)
+    if not lo <= expected_mean <= hi:
+        raise ValueError(f"expected_mean={expected_mean!r} lies outside bounds={bounds!r}")
+    variance = check_positive("known_variance", known_variance)
+    p_value = bennett.p_value(n, shift, variance, hi - expected_mean, expected_mean - lo)
+    half_width = max(bennett.half_widths(n, alpha, variance, hi - expected_mean, expected_mean - lo))
+    return (
+        shift,
+        p_value,
+        half_width,
+        bennett.detectable_shift(n, alpha, beta, float(expected_mean), variance, lo, hi),
+        0,
+    )
+
+
+_INTERVALS = {"z": _z_interval, "t": _t_interval, "hoeffding": _hoeffding_interval, "bennett": _bennett_interval}
 
 
 def assert_mean_ci(samples=None, *, expected_mean: float, alpha: float, **kwargs) -> CheckResult:

@@ -22,12 +22,12 @@ from ..engine.plan import Plan
 from ..engine.registry import CHAIN
 from ..engine.report import detection_words
 from ..engine.run_checks import run_checks
-from . import kinds as _kinds  # noqa: F401 -- declares the chain's check kinds
 from . import laws, snippet
 from .adapters import Adapter, as_adapter
 from .coupling import chain_coupling
 from .diagnosis import rule_diagnosis
 from .form import CHAIN as FORM
+from .kinds import DECLARED as _DECLARED  # noqa: F401 -- the chain's check kinds
 from .laws import check_rule
 from .plan import plan_for, scenarios_for
 from .probe import DESIGN

@@ -16,7 +16,7 @@ import numpy as np
 from ...stats import binomial_positions, chisquare_gof, chisquare_strata, mean_ci
 from ...stats import not_tested as _not_tested
 from ..engine.joint import JOINT_TOKENS
-from ..engine.registry import CERTAIN, CHAIN, CONTRACT, EDGE, LAW, RULE, TEST, CheckKind, Form, declare
+from ..engine.registry import CERTAIN, CHAIN, CONTRACT, EDGE, LAW, RULE, TEST, CheckKind, Form, declare, for_contract
 from . import laws
 
 #: Floor on Var(tau) in mean_tau: the float rounding of the expected laws (see _mean_tau).
@@ -280,3 +280,7 @@ declare(CheckKind("joint_law", LAW, "T2", "first n tokens over repeated cycles f
                   statistic="Pearson X^2 (exact binomial count on 2 bins)", bins="token sequence",
                   forms={CHAIN: Form(lambda sc, rule: TEST if sc.joint and not (sc.probe or sc.identical_rows)
                                      else None, _joint_law, ("joint",))}))  # fmt: skip
+
+
+#: The kinds with a chain form, once this module has declared them: importing DECLARED is what declares them.
+DECLARED = tuple(kind.name for kind in for_contract(CHAIN))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ..engine import registry
 from ..engine.plan import Plan
 from ..engine.registry import CERTAIN, CHAIN, TEST
+from .kinds import DECLARED as _DECLARED  # noqa: F401 -- the chain kinds a plan asks
 from .scenarios import SCENARIOS, Scenario
 
 

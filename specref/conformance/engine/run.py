@@ -99,9 +99,11 @@ def run_contract(
         edge = forced_edge_probe(caller, calls, seed) if sizing.owns(0) else None  # edges/probe.py
         run_results += edge.results if edge else []
     if part is not None:
-        return shard_report(contract, adapter, plan, calls, run_results, run_not_run, shard=part, rows=sizing.rows, seed=seed,
-                            budget_seconds=budget_seconds, alpha=alpha, wall_seconds=clock.elapsed)  # fmt: skip
-    report = build_report(contract, adapter, plan, calls, run_results, run_not_run, seed=seed,  # checks, verdict, report
+        return shard_report(contract, adapter, plan, calls, run_results, run_not_run, shard=part, rows=sizing.rows,
+                            seed=seed, budget_seconds=budget_seconds, alpha=alpha,
+                            wall_seconds=clock.elapsed)  # fmt: skip
+    # checks, verdict, report
+    report = build_report(contract, adapter, plan, calls, run_results, run_not_run, seed=seed,
                           budget_seconds=budget_seconds, alpha=alpha, wall_seconds=clock.elapsed)  # fmt: skip
     for name, fixed in calls.cut.items():  # --rows with a budget that cut them short: named in every output
         report.scenarios[name]["rows_planned"] = fixed

@@ -36,7 +36,7 @@ from ..engine.counts import Counts
 from ..engine.plan import Plan
 from ..engine.registry import PIPELINE, TEST
 from ..engine.results import t0_result
-from . import kinds as _kinds  # noqa: F401 -- declares the pipeline forms of its check kinds
+from .kinds import DECLARED as _DECLARED  # noqa: F401 -- the pipeline forms of its check kinds
 
 #: Why the forced rare-edge probe cannot reach a pipeline (module docstring).
 NOT_SHOWN = ("a whole pipeline drafts from its own models, so the probe cannot give an accept test a draft of target "

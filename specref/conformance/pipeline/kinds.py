@@ -6,8 +6,8 @@ continuations of a prompt against the target's exact law after its logits proces
 
 from __future__ import annotations
 
-from ..chain import kinds as _chain_kinds  # noqa: F401 -- the kinds whose pipeline forms this module adds
-from ..engine.registry import PIPELINE, TEST, Form, add_form
+from ..chain.kinds import DECLARED as _CHAIN_KINDS  # noqa: F401 -- the kinds whose pipeline forms this module adds
+from ..engine.registry import PIPELINE, TEST, Form, add_form, for_contract
 
 
 def _joint_law(tally, alpha, rule, name):
@@ -23,3 +23,7 @@ add_form("joint_law", PIPELINE, Form(lambda s: TEST, _joint_law, ("continuations
                                      "the prompt follow the target's exact law after its processors"))  # fmt: skip
 add_form("rare_edge", PIPELINE, Form(description="not tested: the forced probe cannot give a pipeline's accept tests "
                                    "a draft of probability 0 (pipeline.py)"))  # fmt: skip
+
+
+#: The kinds with a pipeline form, once this module has declared them: importing DECLARED is what declares them.
+DECLARED = tuple(kind.name for kind in for_contract(PIPELINE))

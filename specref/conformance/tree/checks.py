@@ -34,6 +34,7 @@ from ..engine import registry
 from ..engine.counts import Counts, decode_array, encode_array
 from ..engine.registry import TEST, TREE
 from ..engine.results import t0_result
+from .kinds import DECLARED as _DECLARED  # noqa: F401 -- the tree kinds a tally plans and counts
 from .scenarios import TreeBatch, TreeScenario
 
 T0_CHECKS = ("t0_valid_ids", "t0_padding", "t0_root_to_node", "t0_prefix_is_drafts", "t0_zero_prob_emitted")

@@ -28,11 +28,11 @@ from ..engine.plan import Plan
 from ..engine.registry import TREE
 from ..engine.results import failure_details, t0_result
 from ..engine.run_checks import run_checks
-from . import kinds as _kinds  # noqa: F401 -- declares the tree's check kinds
 from . import snippet
 from .adapters import TreeAdapter, as_tree_adapter
 from .checks import TreeTally
 from .diagnosis import tree_rule_diagnosis
+from .kinds import DECLARED as _DECLARED  # noqa: F401 -- the tree's check kinds
 from .picture import add_to_report, series_for
 from .scenarios import SCENARIOS, TreeBatch, TreeScenario, from_chain, get
 

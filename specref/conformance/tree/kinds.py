@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...stats import binomial_positions, chisquare_gof, chisquare_strata
-from ..chain import kinds as _chain_kinds  # noqa: F401 -- the kinds whose tree forms this module adds
+from ..chain.kinds import DECLARED as _CHAIN_KINDS  # noqa: F401 -- the kinds whose tree forms this module adds
 from ..engine.joint import JOINT_TOKENS
-from ..engine.registry import CONTRACT, RULE, TEST, TREE, CheckKind, Form, add_form, declare
+from ..engine.registry import CONTRACT, RULE, TEST, TREE, CheckKind, Form, add_form, declare, for_contract
 
 _T0 = Form()
 
@@ -110,3 +110,7 @@ add_form("correction_law", TREE, Form(_last_plan, _last_law, ("last",), "the las
                                       "where the walk stopped"))  # fmt: skip
 add_form("joint_law", TREE, Form(lambda t: TEST if t.scenario.joint else None, _joint_law, ("joint",),
                                  "first n tokens over repeated tree cycles follow the target's law"))  # fmt: skip
+
+
+#: The kinds with a tree form, once this module has declared them: importing DECLARED is what declares them.
+DECLARED = tuple(kind.name for kind in for_contract(TREE))
