@@ -140,7 +140,7 @@ def _runs(impl: str, args: argparse.Namespace, out: Path, plots: bool) -> list[t
 
 
 def rare_edges(report) -> list[str]:
-    """The words of each rare edge the forced probe named in a report (edge_probe.py)."""
+    """The words of each rare edge the forced probe named in a report (edges/probe.py)."""
     from .conformance.engine.report import EDGE, family
 
     return [r.details["edge"] for r in report.failures if family(r) == EDGE and r.details.get("edge")]

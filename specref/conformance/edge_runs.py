@@ -37,7 +37,7 @@ COMMIT = _describe()
 
 
 def probes(impl: str, seeds: int, tell=print) -> dict:
-    """The forced probe alone (edge_probe.py), at seeds 0..seeds-1: a verdict per seed ('edge named', 'passed',
+    """The forced probe alone (edges/probe.py), at seeds 0..seeds-1: a verdict per seed ('edge named', 'passed',
     'not shown'), each edge with its site, and the probe's wall time. The probe is what a whole run's verdict adds
     for rare edges, and it is cheap, so every built-in can be swept where whole runs would take hours."""
     from .contracts import contract

@@ -1,6 +1,6 @@
 """Tree verifiers with a rare edge, for the tree contract (specref.mutants.trees catalogues them).
 
-They live outside specref/conformance so that the forced edge probe's replay (edge_locate.py), which names the
+They live outside specref/conformance so that the forced edge probe's replay (edges/locate.py), which names the
 first line outside the harness, names their line.
 """
 

@@ -1,4 +1,4 @@
-"""The chain contract's check kinds (registry.py): each one's family, wording, plan predicate, test and counters.
+"""The chain contract's check kinds (engine/registry.py): each one's family, wording, plan predicate, test and counters.
 
 Plan predicates read a scenario's rows (as given) and the rule alone, before any data (plan.py runs them in this
 order). Checks that cannot fail take no alpha and are never counted as passes: a law with one possible outcome
@@ -6,7 +6,7 @@ order). Checks that cannot fail take no alpha and are never counted as passes: a
 or 1, and two checks of one statistic (the correction is the first token when every draft is rejected at position
 1; at g = 1 the accepted count is the reject indicator). A rate of exactly 0 is a certain check: one event fails it.
 
-Tests read a Tally's counters (checks.Tally); the counts are rule-free, only the expected laws depend on `rule`.
+Tests read a Tally's counters (chain/tally.Tally); the counts are rule-free, only the expected laws depend on `rule`.
 """
 
 from __future__ import annotations
@@ -234,7 +234,7 @@ declare(CheckKind("adapter", CONTRACT, "call", "the adapter ran: no exception, n
 declare(CheckKind("reproducibility", CONTRACT, "run", "same seed gives the same tokens; another seed gives others",
                   statistic="violations", bins="row", forms={CHAIN: _T0}))  # fmt: skip
 declare(CheckKind("rare_edge", EDGE, "run", "with one generator output forced to a float32 u = 0 (specref.forced), no "
-                  "token of probability 0 is emitted: accept, correction and bonus draws (edge_probe.py)",
+                  "token of probability 0 is emitted: accept, correction and bonus draws (edges/probe.py)",
                   statistic="violations", bins="call", forms={CHAIN: _T0}))  # fmt: skip
 declare(CheckKind("coupling", RULE, "run", "with injected uniforms, tokens equal the reference engine's, token for "
                   "token", statistic="mismatched rows", bins="row", forms={CHAIN: _T0}))  # fmt: skip

@@ -1,7 +1,7 @@
 """The chain tally: T0 invariants on every verify call, and the counts the T2 laws are tested on.
 
-Each kind's family, plan predicate (why some cannot fail) and test are declared in the check registry (registry.py,
-kinds.py); the tally counts what they read (its arrays are the counters the kinds declare, and what a shard carries).
+Each kind's family, plan predicate (why some cannot fail) and test are declared in the check registry
+(engine/registry.py, kinds.py); the tally counts what they read (its arrays are the counters the kinds declare, and what a shard carries).
 T0 (deterministic, a single violation is a certain failure, no false-alarm budget):
   t0_valid_ids          every entry is -1 or a token id in [0, V)
   t0_padding            1..num_draft+1 tokens, left-aligned, then only -1
@@ -32,7 +32,7 @@ from . import laws
 from .plan import plan_for
 from .scenarios import Batch, Scenario
 
-#: The T0 kinds every call is checked for (registry.py), in the order a row is charged to the first it breaks.
+#: The T0 kinds every call is checked for (engine/registry.py), in the order a row is charged to the first it breaks.
 T0_CHECKS = ("t0_valid_ids", "t0_padding", "t0_prefix_is_drafts", "t0_zero_prob_emitted", "t0_residual_support")
 
 
@@ -221,7 +221,7 @@ class Tally(Counts):
         return out
 
     def _t2(self, kind: str, alpha: float, rule: str | None = None) -> CheckResult:
-        """The registered test of `kind` (registry.py, chain form) on this tally's counts, under `rule`."""
+        """The registered test of `kind` (engine/registry.py, chain form) on this tally's counts, under `rule`."""
         form = registry.get(kind).forms.get(CHAIN)
         if form is None or form.evaluate is None:
             raise ValueError(f"kind={kind!r} is not a T2 check of a single scenario")

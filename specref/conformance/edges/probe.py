@@ -31,7 +31,7 @@ draft, parents 0), called through its call form; the tokens it returns ([B, N+1]
 `caller.contract.tokens`) are the chain's g = 1 layout, so `classify` reads them. A non-strict accept test there is
 SGLang's `coin <= prob_acc` (a float32 coin of 0 accepts a child of p = 0). Injected uniforms [B, N+1] follow
 specref.reference.tree's convention: u_0 the accept test, u_N the final draw, except that sample_match draws the
-root's token (its correction) with u_0. The report's words and snippets: edge_report.py.
+root's token (its correction) with u_0. The report's words and snippets: report/edges.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """From counts to a Report: each scenario's checks (adapter, T0, certain, T2), the run-level checks, Holm and the
 verdict, and the rule diagnosis. Checks that could not be computed are failures marked "not run" (tier "not run",
-no p-value), never passes. The same code serves one run (runner.run) and merged shards (shards.merge)."""
+no p-value), never passes. The same code serves one run (engine/run.run_contract) and merged shards (shards.merge)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from .run_plan import RunPlan
 class Counted(Protocol):
     """What the calls left: passes.Calls for one run, shards.Merged for merged shards."""
 
-    tallies: dict  # scenario -> its contract's tally (checks.Tally, tree.checks.TreeTally, pipeline.PipelineTally)
+    tallies: dict  # scenario -> its contract's tally (chain/tally.Tally, tree.checks.TreeTally, pipeline.PipelineTally)
     broken: dict[str, AdapterFailure]
     stopped: str | None
     finished: set[str]

@@ -34,7 +34,7 @@ def chunk_of(where: dict | None) -> float:
 
 
 class Counts:
-    """What a tally (checks.Tally, tree.checks.TreeTally) shares: rows, seconds, T0 violations and their first
+    """What a tally (chain/tally.Tally, tree.checks.TreeTally) shares: rows, seconds, T0 violations and their first
     examples, and the count arrays of its contract's kinds. `counts()` encodes them; `absorb(part)` adds a shard's."""
 
     CONTRACT: ClassVar[str] = registry.CHAIN
@@ -49,7 +49,7 @@ class Counts:
         undeclared = sorted(k for k, v in vars(self).items() if isinstance(v, np.ndarray) and k not in arrays)
         if undeclared:
             raise ValueError(f"{type(self).__name__} arrays {undeclared} are declared by no check kind "
-                             "(registry.py) nor EXTRA_ARRAYS: a shard would drop them")  # fmt: skip
+                             "(engine/registry.py) nor EXTRA_ARRAYS: a shard would drop them")  # fmt: skip
         out = {"rows": self.rows, "seconds": self.seconds, "violations": self.violations, "examples": self.examples}
         for name in arrays:
             value = getattr(self, name)

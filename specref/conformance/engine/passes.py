@@ -91,7 +91,7 @@ def first_call_rows(s: Scenario) -> int:
 class Calls:
     """What the calls produced: the tallies, every call's provenance, and how the calls ended."""
 
-    tallies: dict  # scenario -> its tally (checks.Tally, tree.checks.TreeTally)
+    tallies: dict  # scenario -> its tally (chain/tally.Tally, tree.checks.TreeTally)
     fed: dict[str, list[dict]]  # provenance of every call, per scenario
     broken: dict[str, AdapterFailure] = field(default_factory=dict)  # scenario -> the adapter's failure
     stopped: str | None = None  # why the run stopped calling the adapter (a hang), or None
@@ -101,7 +101,7 @@ class Calls:
 
     @classmethod
     def start(cls, plan: list[Scenario], seed: int, tally: Callable) -> Calls:
-        """tally(scenario) -> the contract's tally of one scenario (contracts.Contract.tally)."""
+        """tally(scenario) -> the contract's tally of one scenario (engine/contract.Contract.tally)."""
         return cls({s.name: tally(s) for s in plan}, {s.name: [] for s in plan})
 
     def halted(self, s: Scenario, failure: AdapterFailure) -> bool:

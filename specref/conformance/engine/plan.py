@@ -9,7 +9,7 @@ Families. Every check answers one of three questions, and the verdict reads them
                bonus law, residual support, coupling with the reference engine, and the joint law of identical
                rows, whose marginal -- the first token given fixed drafts -- is the rule's)
 
-Each kind's family, wording and plan predicate live in the check registry (registry.py; the chain kinds in
+Each kind's family, wording and plan predicate live in the check registry (engine/registry.py; the chain kinds in
 chain/kinds.py, which also says which checks cannot fail and why): a contract's plan asks its kinds, in declaration
 order (chain/plan.py).
 Checks that cannot fail take no alpha and are never counted as passes; a rate of exactly 0 is a certain check.

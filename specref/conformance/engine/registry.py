@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from ...stats.record import CheckId
 
 CONTRACT, LAW, RULE = "contract", "law", "rule"
-#: A rare edge the forced probe showed (edge_probe.py): its own verdict, "non-conforming: rare edge".
+#: A rare edge the forced probe showed (edges/probe.py): its own verdict, "non-conforming: rare edge".
 EDGE = "edge"
 FAMILIES = (CONTRACT, LAW, RULE, EDGE)
 CHAIN, TREE, PIPELINE = "chain", "tree", "pipeline"

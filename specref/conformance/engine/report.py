@@ -17,7 +17,7 @@ from .contract import Contract
 from .plan import LAW, RULE, describe, family_of
 
 CONFORMING, NON_CONFORMING, LOSSY = "conforming", "non-conforming", "lossy by configuration"
-#: Only the forced edge probe failed (family "edge", edge_probe.py): non-conforming by default (exit 1),
+#: Only the forced edge probe failed (family "edge", edges/probe.py): non-conforming by default (exit 1),
 #: accepted with `--allow-edge`.
 RARE_EDGE = "non-conforming: rare edge"
 EDGE = registry.EDGE
@@ -210,7 +210,7 @@ class Report:
 
     @property
     def forced_probe(self) -> dict:
-        """The forced rare-edge probe's summary (edge_probe.py: carried by its last record), or {} where it did not
+        """The forced rare-edge probe's summary (edges/probe.py: carried by its last record), or {} where it did not
         run."""
         return next((c.details["forced_probe"] for c in self.checks if "forced_probe" in c.details), {})
 
@@ -358,7 +358,7 @@ def _cause_line(tier: str, group: list[CheckResult]) -> str:
         return (f"FAIL {r.name}: p={r.p_value:.3g} (alpha {r.alpha:.2g}), {statistic_kind(r) or 'statistic'} "
                 f"{r.statistic:.4g}, n={r.n:,}")  # fmt: skip
     head = f"FAIL {r.id.kind}[{_where(group)}]"
-    if r.details.get("edge"):  # a rare edge the forced probe named (edge_probe.py)
+    if r.details.get("edge"):  # a rare edge the forced probe named (edges/probe.py)
         return f"{head}: {r.details['edge']}"
     if r.details.get("error"):
         return f"{head}: {r.details['error']}" + (f" (in {r.id.scenario}; the same in each)" if len(group) > 1 else "")

@@ -112,7 +112,7 @@ def run_contract(
 
 
 def forced_edge_probe(caller: Caller, calls: Calls, seed: int):
-    """The contract's deterministic rare-edge probe (edge_probe.py), unless a hang stopped the run's calls."""
+    """The contract's deterministic rare-edge probe (edges/probe.py), unless a hang stopped the run's calls."""
     if calls.stopped:
         return None
     try:

@@ -12,7 +12,7 @@ from .results import failure_details, not_run, t0_result
 def run_checks(caller: Caller, repro, coupled: bool, coupling, seed: int,
                stopped: str | None) -> tuple[list, list]:  # fmt: skip
     """(results, not run): reproducibility on scenario `repro`, and coupling(caller, seed) where `coupled`; both not
-    run after a hang. Every contract's run-level checks (contracts.Contract.run_checks) are these."""
+    run after a hang. Every contract's run-level checks (engine/contract.Contract.run_checks) are these."""
     if stopped:
         return [], [not_run(f"{name}[run]", stopped) for name in ["reproducibility"] + ["coupling"] * coupled]
     results = [reproducibility(caller, repro, seed)]

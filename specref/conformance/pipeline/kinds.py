@@ -1,4 +1,4 @@
-"""The whole pipeline's check kinds (registry.py): the pipeline forms of kinds the chain declares.
+"""The whole pipeline's check kinds (engine/registry.py): the pipeline forms of kinds the chain declares.
 
 A pipeline is checked on its continuations alone: every id in [0, V) (t0_valid_ids), and the law of the n-token
 continuations of a prompt against the target's exact law after its logits processors (joint_law; specref.hf).

@@ -1,6 +1,7 @@
 """The PNG plots of a report: observed against expected inside pointwise 99.9% bands (expected +- 3.29 binomial
 standard deviations), one panel per scenario with a small vocabulary: the first-token law, the accepted-length law,
-and the reject rate by position against Z. Which checks a plot group draws is each kind's `plot` (registry.py)."""
+and the reject rate by position against Z. Which checks a plot group draws is each kind's `plot`
+(engine/registry.py)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ PLOT_FILES = {"first": "first_token.png", "length": "accepted_length.png", "reje
 
 
 def plot_checks(group: str) -> tuple[str, ...]:
-    """The kinds whose law a plot group draws (registry.py: each kind's plot)."""
+    """The kinds whose law a plot group draws (engine/registry.py: each kind's plot)."""
     return tuple(k.name for k in every_kind().values() if k.plot == group)
 
 

@@ -133,7 +133,7 @@ def render_markdown(record: dict) -> str:
         lines.append(f"- **cut short by the time budget** (rows of the fixed N asked): {', '.join(cut)}")
     probe = record.get("probe") or {}
     if probe:
-        if probe.get("detection_probability") is None:  # float64 uniforms: 2^-53, never in practice (edge_probe.py)
+        if probe.get("detection_probability") is None:  # float64 uniforms: 2^-53, never in practice (edges/probe.py)
             lines.append(
                 f"- rare-edge probe ({probe['scenario']}): {probe['accept_tests_with_ratio_0']:,} accept "
                 f"tests with p/q = 0; the event is {probe['event']}, so no detection probability is stated"
@@ -162,7 +162,7 @@ def render_markdown(record: dict) -> str:
         rest = [c["name"] for c in ordered if c not in shown]
         if rest:
             lines += [f"Also failed: {', '.join(f'`{name}`' for name in rest)}.", ""]
-    lines += edge_markdown(record)  # the forced and the statistical rare-edge probes (edge_probe.py)
+    lines += edge_markdown(record)  # the forced and the statistical rare-edge probes (edges/probe.py)
     lines += ["", "## Statistical checks (T2)", "", _t2_table(t2), "", "## Deterministic checks (T0)", "",
               _t0_table(t0), ""]  # fmt: skip
     plots = [name for name in PLOT_FILES.values() if name in record.get("files", [])]

@@ -246,7 +246,7 @@ class TreeTally(Counts):
         return []
 
     def t2(self, kind: str, alpha: float) -> CheckResult:
-        """The registered test of `kind` (registry.py, tree form) on this tally, under the declared rule."""
+        """The registered test of `kind` (engine/registry.py, tree form) on this tally, under the declared rule."""
         form = registry.get(kind).forms.get(TREE)
         if form is None or form.evaluate is None:
             raise ValueError(f"kind={kind!r} is not a tree check")
@@ -256,7 +256,7 @@ class TreeTally(Counts):
 
     def planned(self) -> tuple[list[str], dict[str, str]]:
         """(checks that test, {check: why it cannot fail}), from the exact laws alone (before any data): every tree
-        T2 kind's plan predicate (registry.py)."""
+        T2 kind's plan predicate (engine/registry.py)."""
         tested, skipped = [], {}
         for kind in registry.for_contract(TREE, "T2"):
             decision = kind.forms[TREE].plan(self)

@@ -7,7 +7,7 @@ declared scheme, and checks the walk against exact laws (checks.py).
 A call's output is read back as (tokens [B, N+1], nodes [B, N] or None), each padded with -1. Run-level checks
 (run_checks.py): reproducibility on the run's first scenario, and token-for-token coupling with
 specref.reference.tree (adapters declaring `uniforms` in its convention, `coupled`; lossless rules); the forced
-rare-edge probe (edge_probe.py) on one-node trees.
+rare-edge probe (edges/probe.py) on one-node trees.
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ class TreeContract(Contract):
         return run_checks(caller, repro, coupled, coupling, seed, stopped)
 
     def edge_probe(self, caller, seed: int, timeout=lambda: None):
-        """The forced rare-edge probe (edge_probe.py) on its rows as one-node trees (tokens [B, 2], the chain's g = 1
+        """The forced rare-edge probe (edges/probe.py) on its rows as one-node trees (tokens [B, 2], the chain's g = 1
         layout): `u <= p/q` at a float32 u = 0 (SGLang's `coin <= prob_acc`), a left-side inverse CDF."""
         return edge_probe(caller, seed, timeout, DESIGN)  # None: the hang limit of the call (hangs.py)
 

@@ -1,4 +1,5 @@
-"""The tree contract's check kinds (registry.py): the tree forms of the kinds chains run too, and the tree-only ones.
+"""The tree contract's check kinds (engine/registry.py): the tree forms of the kinds chains run too, and the
+tree-only ones.
 
 A tree form's plan predicate reads the scenario's TreeTally (its exact laws, under the adapter's scheme and rule),
 before any data; its test reads the tally's counts against those exact laws (specref.exact_tree), never simulated.
@@ -90,7 +91,7 @@ for _name, _description in (
     (
         "rare_edge",
         "with one generator output forced to a float32 u = 0 (specref.forced), no token of probability 0 is "
-        "emitted by one-node trees (the chain probe's rows): accept, correction and bonus draws (edge_probe.py)",
+        "emitted by one-node trees (the chain probe's rows): accept, correction and bonus draws (edges/probe.py)",
     ),
 ):
     add_form(_name, TREE, Form(description=_description))
