@@ -1,7 +1,8 @@
 """The chain tally: T0 invariants on every verify call, and the counts the T2 laws are tested on.
 
 Each kind's family, plan predicate (why some cannot fail) and test are declared in the check registry
-(engine/registry.py, kinds.py); the tally counts what they read (its arrays are the counters the kinds declare, and what a shard carries).
+(engine/registry.py, kinds.py); the tally counts what they read (its arrays are the counters the kinds declare,
+and what a shard carries).
 T0 (deterministic, a single violation is a certain failure, no false-alarm budget):
   t0_valid_ids          every entry is -1 or a token id in [0, V)
   t0_padding            1..num_draft+1 tokens, left-aligned, then only -1
