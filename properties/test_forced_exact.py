@@ -107,7 +107,8 @@ def test_positions_out_of_range_are_refused():
 
 def test_event_probability_by_device_and_dtype():
     assert forced.event_probability("cpu", torch.float32) == 2.0**-24
-    assert forced.event_probability("cpu", torch.bfloat16) == 2.0**-8
+    # float32 rounded to bfloat16 (8 bits): 0, and the 2^15 grid points in [1 - 2^-9, 1) that round to 1.0
+    assert forced.event_probability("cpu", torch.bfloat16) == (1 + 2**15) / 2**24
     assert forced.event_probability("cuda", torch.float32) == 2.0**-25
     assert forced.event_probability("cpu", torch.float64) is None
     assert forced.event_probability("cuda", torch.float64) is None

@@ -22,6 +22,8 @@ directly (tempering is invertible). CUDA's Philox cannot be forced this way; see
 
 from __future__ import annotations
 
+import functools
+
 import zlib
 from collections.abc import Callable, Iterable
 
@@ -150,7 +152,11 @@ LAYOUTS: dict[str, Callable[[int, int], list[int]]] = {
 def event_probability(device: str | torch.device, dtype: torch.dtype) -> float | None:
     """P(one uniform from torch.rand is exactly 0) on `device` in `dtype`; None where it cannot be 0 in practice.
 
-    CPU: a b-bit mantissa uniform reads the low b bits of one output (float32 24 bits, float16 11, bfloat16 8): 2^-b.
+    CPU float32: a uniform reads the low 24 bits of one output, 0 with probability 2^-24. float16 and bfloat16: the
+    kernel draws that float32 uniform k / 2^24 and rounds it to the dtype, and a uniform that rounds up to 1.0 is
+    sent to 0, so P(0) = (1 + the grid points that round to 1) / 2^24, read from the installed torch's own rounding
+    (_rounded_half_event): 4097 / 2^24 (about 2^-12) for float16 and 32769 / 2^24 (about 2^-9) for bfloat16 on torch
+    2.13, not 2^-11 and 2^-8 (properties/test_forced_statistical.py holds the values against torch's draws).
     float64 reads 53 bits: 2^-53, never seen in practice, so None (not reachable). CUDA: torch maps curand's (0, 1]
     float output to [0, 1) by sending 1 to 0, and curand's float32 output is 1 with probability 2^-25 (its 24-bit
     grid in (0, 1], rounded); None for float64 and for dtypes whose mapping was not read.
@@ -159,8 +165,16 @@ def event_probability(device: str | torch.device, dtype: torch.dtype) -> float |
     if dtype == torch.float64:
         return None
     if kind == "cpu":
-        bits = {torch.float32: 24, torch.float16: 11, torch.bfloat16: 8}.get(dtype)
-        return None if bits is None else 2.0**-bits
+        if dtype == torch.float32:
+            return 2.0**-24
+        return _rounded_half_event(dtype) if dtype in (torch.float16, torch.bfloat16) else None
     if kind == "cuda" and dtype == torch.float32:
         return 2.0**-25
     return None
+
+
+@functools.lru_cache(maxsize=None)
+def _rounded_half_event(dtype: torch.dtype) -> float:
+    """(1 + #{k < 2^24 : k / 2^24 rounds to 1.0 in dtype}) / 2^24, by this torch's float32 -> dtype rounding."""
+    grid = torch.arange(2**24, dtype=torch.float64).div_(2**24).to(torch.float32)  # exact: 24-bit grid
+    return (1 + int((grid.to(dtype) == 1).sum())) / 2**24

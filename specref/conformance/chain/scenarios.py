@@ -82,6 +82,8 @@ def probe_event_words(device="cpu", dtype: torch.dtype | None = None) -> str:
                 else f"a {name} uniform equal to 0 on {kind}: its probability is not stated (not read for this "
                 "device and dtype)")  # fmt: skip
     note = " (float32 assumed: the verifier does not declare the dtype of its uniforms)" if assumed else ""
+    if kind == "cpu" and dtype in (torch.float16, torch.bfloat16):  # read from this torch's rounding (forced.py)
+        note += f" (torch {torch.__version__}'s rounding of a float32 uniform)"
     return f"a {name} uniform equal to 0 on {kind}, probability 2^{np.log2(event):.0f} per draw{note}"
 
 
