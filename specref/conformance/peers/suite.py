@@ -242,11 +242,33 @@ def _no_adapter(vllm_package: str) -> tuple:
         ("transformers-tree", version("transformers"), "transformers assisted generation", "-",
          "transformers verifies one candidate chain per step (_speculative_sampling, or greedy matching); it has "
          "no tree verification. Its chain paths are the rows transformers and transformers-generate."),
-        ("tensorrt-llm", version("tensorrt-llm"), "tensorrt_llm._torch speculative sampling", "exact",
-         "CUDA only: the package's import loads its C++/CUDA bindings (tensorrt_llm.bindings), and its wheels need "
-         "NVIDIA's CUDA and TensorRT libraries. Its PyTorch backend rejects drafts in a pure-torch helper "
-         "(get_rejected_indices, in the sampler code of tensorrt_llm/_torch/pyexecutor), reachable only through "
-         "that import; no adapter is written, since none could run or be checked here."),
+        ("tensorrt-llm", version("tensorrt-llm"), "tensorrt_llm._torch.pyexecutor.sampling_utils "
+         "get_rejected_indices / sample_rejected", "exact",
+         "Did not install: PyPI's tensorrt-llm 1.2.1 is a wheel_stub placeholder sdist whose build step downloads the "
+         "real wheel from https://pypi.nvidia.com/, which does not resolve here ('wheel_stub.error.InstallFailedError: "
+         "The installation of tensorrt-llm for version 1.2.1 failed'; with --extra-index-url https://pypi.nvidia.com/: "
+         "'Failed to establish a new connection: [Errno -2] Name or service not known'). Its wheels also need "
+         "NVIDIA's CUDA and TensorRT libraries at import (tensorrt_llm.bindings). Latent rare edge found by reading "
+         "(not run): get_rejected_indices rejects a draft where `torch.rand(accept_probs.shape, generator=...) > "
+         "accept_probs`, accept_probs = min(1, q / p) (q the target's probability of the draft, p the draft's), so a "
+         "uniform of exactly 0 accepts a draft of target probability 0 (torch's float32 uniform on CUDA is 0 about "
+         "once in 2^25 draws). Fix: reject where `u >= accept_probs` (accept iff u < min(1, q/p)), or draw u in "
+         "(0, 1] (1 - torch.rand). Write-up: peers/tensorrt-llm/edge.md."),
+        ("mistralrs", version("mistralrs"), "mistralrs.Runner(mtp_model=..., mtp_n_predict=...) MTP speculative "
+         "decoding", "exact",
+         "No adapter: mistralrs 0.9.5's Python Runner exposes one speculative path, an MTP assistant (mtp_model, "
+         "mtp_n_predict); target/draft speculative decoding was removed (its binary: 'legacy target/draft "
+         "speculative decoding in TOML configs was removed; use MTP through --mtp-model or the MTP API instead'). "
+         "The MTP path needs a target of an MTP-capable architecture: Gemma 4 with a gemma4_assistant model, Qwen3.5 "
+         "or Qwen4-Exp with a built-in MTP head (loaded as multimodal models), or a DFlash draft; no tiny checkpoint "
+         "of those was built here in the time at hand, so nothing ran. Read in the source (the newest stored "
+         "snapshot, v0.9.2, mistralrs-core/src): Sampler::sample_speculative_top_kp_min_p still returns "
+         "argmax_f32(&probs) after building the top-k/top-p/min-p law (the bug of EricLBuehler/mistral.rs#2329, open "
+         "fix #2424), but no caller passes sample_speculative=true any more (pipeline/sampling.rs, "
+         "speculative/driver.rs, speculative/verifier.rs all pass false): the MTP verifier "
+         "(speculative/verifier.rs finish_verified_step_stochastic) accepts with `draw < min(1, p/q)` on an f32 "
+         "uniform and resamples from max(0, p - q), i.e. the exact rule. Whether 0.9.5's binary keeps that is not "
+         "verified by a run."),
     )  # fmt: skip
 
 
