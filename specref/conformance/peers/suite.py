@@ -78,6 +78,21 @@ FINDINGS = {
         "(openvino-genai-plain: same pipeline without draft_model) conforms. Write-up: "
         "peers/openvino-genai/upstream.md (repro.py, run: repro.out).",
     ),
+    ("mistralrs-mtp", "mistralrs 0.9.5"): (
+        "did not run",
+        "mistralrs 0.9.5's Python Runner has one speculative path, an MTP assistant (mtp_model, mtp_n_predict); "
+        "target/draft speculative decoding was removed (its binary: 'legacy target/draft speculative decoding in TOML "
+        "configs was removed; use MTP through --mtp-model or the MTP API instead'). MTP needs PagedAttention, which "
+        "mistral.rs has no CPU support for (paged_attn=True: 'paged attention is unavailable on this device or with "
+        "no_kv_cache'), so nothing speculative runs on a CPU; its control (mistralrs-plain) does. Read in the "
+        "source (the newest stored snapshot, v0.9.2, mistralrs-core/src): Sampler::sample_speculative_top_kp_min_p "
+        "still returns argmax_f32(&probs) after building the top-k/top-p/min-p law (EricLBuehler/mistral.rs#2329, "
+        "open fix #2424), but no caller passes sample_speculative=true any more (pipeline/sampling.rs, "
+        "speculative/driver.rs and speculative/verifier.rs all pass false): the MTP verifier "
+        "(speculative/verifier.rs finish_verified_step_stochastic) accepts with `draw < min(1, p/q)` on an f32 "
+        "uniform and resamples from max(0, p - q), the exact rule. So the argmax of #2424 is dead code on the MTP "
+        "path as read; 0.9.5's binary was not run speculatively.",
+    ),
     ("transformers-universal", "transformers 5.24.0"): (
         "non-conforming",
         "Located in transformers/generation/candidate_generator.py: with do_sample=True the assistant's LM head is "
@@ -254,21 +269,6 @@ def _no_adapter(vllm_package: str) -> tuple:
          "uniform of exactly 0 accepts a draft of target probability 0 (torch's float32 uniform on CUDA is 0 about "
          "once in 2^25 draws). Fix: reject where `u >= accept_probs` (accept iff u < min(1, q/p)), or draw u in "
          "(0, 1] (1 - torch.rand). Write-up: peers/tensorrt-llm/edge.md."),
-        ("mistralrs", version("mistralrs"), "mistralrs.Runner(mtp_model=..., mtp_n_predict=...) MTP speculative "
-         "decoding", "exact",
-         "No adapter: mistralrs 0.9.5's Python Runner exposes one speculative path, an MTP assistant (mtp_model, "
-         "mtp_n_predict); target/draft speculative decoding was removed (its binary: 'legacy target/draft "
-         "speculative decoding in TOML configs was removed; use MTP through --mtp-model or the MTP API instead'). "
-         "The MTP path needs a target of an MTP-capable architecture: Gemma 4 with a gemma4_assistant model, Qwen3.5 "
-         "or Qwen4-Exp with a built-in MTP head (loaded as multimodal models), or a DFlash draft; no tiny checkpoint "
-         "of those was built here in the time at hand, so nothing ran. Read in the source (the newest stored "
-         "snapshot, v0.9.2, mistralrs-core/src): Sampler::sample_speculative_top_kp_min_p still returns "
-         "argmax_f32(&probs) after building the top-k/top-p/min-p law (the bug of EricLBuehler/mistral.rs#2329, open "
-         "fix #2424), but no caller passes sample_speculative=true any more (pipeline/sampling.rs, "
-         "speculative/driver.rs, speculative/verifier.rs all pass false): the MTP verifier "
-         "(speculative/verifier.rs finish_verified_step_stochastic) accepts with `draw < min(1, p/q)` on an f32 "
-         "uniform and resamples from max(0, p - q), i.e. the exact rule. Whether 0.9.5's binary keeps that is not "
-         "verified by a run."),
     )  # fmt: skip
 
 
