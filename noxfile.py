@@ -162,6 +162,7 @@ PEER_ENGINES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # engine -
     "openvino": (("openvino-genai==2026.4.1.0", "optimum-intel==2.2.0"), ("openvino-genai", "openvino-genai-plain")),
     "onnxruntime-genai": (("onnxruntime-genai==0.18.0", "onnx", "onnx_ir"), ("onnxruntime-genai",
                           "onnxruntime-genai-ngram", "onnxruntime-genai-plain")),
+    "mistralrs": (("mistralrs==0.9.5",), ("mistralrs-mtp", "mistralrs-plain")),
     "transformers": ((), ("transformers", "transformers-generate", "transformers-prompt-lookup",
                           "transformers-universal", "transformers-early-exit")),
 }  # fmt: skip

@@ -259,10 +259,11 @@ def _no_adapter(vllm_package: str) -> tuple:
          "no tree verification. Its chain paths are the rows transformers and transformers-generate."),
         ("tensorrt-llm", version("tensorrt-llm"), "tensorrt_llm._torch.pyexecutor.sampling_utils "
          "get_rejected_indices / sample_rejected", "exact",
-         "Did not install: PyPI's tensorrt-llm 1.2.1 is a wheel_stub placeholder sdist whose build step downloads the "
-         "real wheel from https://pypi.nvidia.com/, which does not resolve here ('wheel_stub.error.InstallFailedError: "
-         "The installation of tensorrt-llm for version 1.2.1 failed'; with --extra-index-url https://pypi.nvidia.com/: "
-         "'Failed to establish a new connection: [Errno -2] Name or service not known'). Its wheels also need "
+         "CUDA only, and it did not install here: PyPI's tensorrt-llm 1.2.1 is a wheel_stub placeholder sdist whose "
+         "build step downloads the real wheel from https://pypi.nvidia.com/, which does not resolve here "
+         "('wheel_stub.error.InstallFailedError: The installation of tensorrt-llm for version 1.2.1 failed'; with "
+         "--extra-index-url https://pypi.nvidia.com/: 'Failed to establish a new connection: [Errno -2] Name or "
+         "service not known'). Its wheels also need "
          "NVIDIA's CUDA and TensorRT libraries at import (tensorrt_llm.bindings). Latent rare edge found by reading "
          "(not run): get_rejected_indices rejects a draft where `torch.rand(accept_probs.shape, generator=...) > "
          "accept_probs`, accept_probs = min(1, q / p) (q the target's probability of the draft, p the draft's), so a "
