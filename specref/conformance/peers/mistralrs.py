@@ -19,8 +19,9 @@ needs a decoder it can read bytes from; WordLevel's default and WordPiece are re
 type"). Prompts go in as text ("w3 w5 ..." tokenizes to [3, 5, ...], no BOS) and continuations come back as text; the
 rows of one prompt go out as requests of up to 32 choices (n_choices = best_of: with best_of left at 1, 0.9.5
 returns one choice whatever n_choices is; with best_of = n_choices every sequence comes back, none is selected).
-Randomness: the engine's own RNG; Runner(seed=...) is refused on a CPU ("cannot seed the CPU rng with set_seed"), so
-runs are not reproducible from the harness's seed.
+KV cache: f32 (MISTRALRS_CPU_KV_F32=1; on a CPU it is f16 by default, "Using f16 KV cache on CPU (set
+MISTRALRS_CPU_KV_F32=1 for f32)"). Randomness: the engine's own RNG; Runner(seed=...) is refused on a CPU
+("cannot seed the CPU rng with set_seed"), so runs are not reproducible from the harness's seed.
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ def model_folder() -> Path:
 
 
 def _runner(**speculative):
+    os.environ.setdefault("MISTRALRS_CPU_KV_F32", "1")  # its CPU KV cache is f16 unless this is set (its log says)
     from mistralrs import Architecture, Runner, Which
 
     folder = model_folder()
@@ -126,7 +128,7 @@ def _adapter(speculative: bool):
             target.config.vocab_size,
             True,
             f"{version('mistralrs')} Runner.send_completion_request ({mode}), temperature={TEMPERATURE}, "
-            f"top_k={TOP_K}, on CPU; tiny Llama (f32 safetensors), the engine's own unseeded RNG",
+            f"top_k={TOP_K}, on CPU; tiny Llama (f32 safetensors, f32 KV cache), the engine's own unseeded RNG",
         )
     )
 
