@@ -163,6 +163,7 @@ PEER_ENGINES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # engine -
     "onnxruntime-genai": (("onnxruntime-genai==0.18.0", "onnx", "onnx_ir"), ("onnxruntime-genai",
                           "onnxruntime-genai-ngram", "onnxruntime-genai-plain")),
     "mistralrs": (("mistralrs==0.9.5",), ("mistralrs-mtp", "mistralrs-plain")),
+    "litgpt": (("litgpt==0.5.13",), ("litgpt-speculative", "litgpt-speculative-top-p", "litgpt-plain")),
     "transformers": ((), ("transformers", "transformers-generate", "transformers-prompt-lookup",
                           "transformers-universal", "transformers-early-exit")),
 }  # fmt: skip

@@ -64,7 +64,7 @@ def test_the_vllm_methods_and_the_controls_declare_their_rules():
     assert BY_NAME["vllm-v2-block"].rule == "block"
     assert BY_NAME["vllm-v2-synthetic"].lossy
     assert BY_NAME["vllm-triton"].rule == "exact"
-    for name in ("onnxruntime-genai-plain", "mistralrs-plain"):
+    for name in ("onnxruntime-genai-plain", "mistralrs-plain", "litgpt-plain"):
         assert BY_NAME[name].rule == "-" and BY_NAME[name].engine is not None
     assert BY_NAME["onnxruntime-genai-ngram"].rule == "match"
     assert {BY_NAME[n].module for n in ("onnxruntime-genai", "mistralrs-mtp")} == {"onnxruntime_genai", "mistralrs"}

