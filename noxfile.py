@@ -150,6 +150,9 @@ def peers(session: nox.Session) -> None:
     run_env = {"SPECREF_LLAMA_CPP_SRC": str(source), "VLLM_CPU_KVCACHE_SPACE": "1"}
     session.run("python", "-m", "specref.conformance.peers.suite", "--env", f"setup_seconds={setup}",
                 *session.posargs, env=run_env)  # fmt: skip
+    for rows, extra_env in PEER_SECOND_RUN.values():  # vLLM's interpreted Triton rows need a process of their own
+        session.run("python", "-m", "specref.conformance.peers.suite", "--update", "--only", ",".join(rows),
+                    *session.posargs, env={**run_env, **extra_env})  # fmt: skip
 
 
 # One engine at a time: `nox -s peers-<engine>` builds an environment with that engine only (plus specref and the

