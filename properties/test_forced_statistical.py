@@ -33,4 +33,6 @@ def test_the_stated_zero_probability_is_torchs(dtype):
     generator = torch.Generator().manual_seed(20261201)
     zeros = int((torch.rand(N, generator=generator, dtype=dtype) == 0).sum())
     result = binomtest(zeros, N, stated)
-    assert result.pvalue > ALPHA, f"{dtype}: {zeros} zeros in {N} draws, stated {stated:.6g} (torch {torch.__version__})"
+    assert result.pvalue > ALPHA, (
+        f"{dtype}: {zeros} zeros in {N} draws, stated {stated:.6g} (torch {torch.__version__})"
+    )
