@@ -29,6 +29,7 @@ from .assemble import build_report
 from .calls import AdapterFailure
 from .contract import Contract
 from .counts import chunk_of
+from .fingerprint import fingerprint, words
 from .passes import Calls
 from .report import Report
 from .results import failure_details, t0_result
@@ -86,6 +87,11 @@ class ShardReport(Report):
         merge = f"  shard {k}/{n}: counts in report.json; `specref merge` the {n} shard folders for the verdict"
         return super().summary() + "\n" + merge
 
+    @property
+    def law_kept(self) -> None:
+        """A shard runs no law check: it claims nothing about the law until the merge."""
+        return None
+
     def to_dict(self) -> dict:
         return {**super().to_dict(), "shard": self.shard}
 
@@ -118,6 +124,7 @@ def shard_report(contract: Contract, adapter, plan: RunPlan, calls: Calls, run_r
         "scenarios": [s.name for s in plan.scenarios],
         "rows": rows,
         "specref": __version__,
+        "fingerprint": fingerprint(adapter, report.to_dict()["adapter"]),
         "counts": {name: t.counts() for name, t in calls.tallies.items()},
         "calls": {s.name: calls.summary(s.name) for s in plan.scenarios},
         "broken": {name: _encode_failure(f) for name, f in calls.broken.items()},
@@ -179,6 +186,11 @@ def check_shards(records: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
             if get(record) != get(first):
                 raise MergeError(f"{folder}: {what} {get(record)!r} differs from {get(first)!r} in {first_folder}: "
                                  "not shards of one run")  # fmt: skip
+    for folder, record in records[1:]:
+        mine, theirs = record["shard"].get("fingerprint"), first["shard"].get("fingerprint")
+        if (mine or {}).get("digest") != (theirs or {}).get("digest"):
+            raise MergeError(f"{folder} ran {words(mine)}, but {first_folder} ran {words(theirs)}: not shards of "
+                             "one code")  # fmt: skip
     seen: dict[int, str] = {}
     for folder, record in records:
         k = record["shard"]["index"]
