@@ -29,8 +29,9 @@ import sys
 import traceback
 from pathlib import Path
 
+from .. import arguments
 from ..builtins import adapter_requirements
-from ..errors import UsageError
+from ..errors import MergeError, UsageError
 from ..extras import MATPLOTLIB, TORCH, notice, require
 from ..outputs import REPORTS, default_folder
 from .contracts import contract, contract_of
@@ -102,14 +103,17 @@ def conform(args: argparse.Namespace) -> int:
                              "see `specref conform --list`")  # fmt: skip
         if args.budget_seconds is None and args.rows is None:
             args.budget_seconds = 300.0
-        if args.budget_seconds is not None and not args.budget_seconds > 0:
-            raise UsageError(f"--budget-seconds={args.budget_seconds!r} must be > 0")
-        if not 0 < args.alpha < 1:
-            raise UsageError(f"--alpha={args.alpha!r} must lie in (0, 1)")
-        if args.rows is not None and args.rows < 1:
-            raise UsageError(f"--rows={args.rows!r} must be >= 1")
+        arguments.budget_seconds(args.budget_seconds, "--budget-seconds")  # the same checks as run()'s, by flag
+        arguments.alpha(args.alpha, "--alpha")
+        arguments.rows(args.rows, "--rows")
+        arguments.seed(args.seed, "--seed")
+        if args.scenarios is not None:
+            arguments.scenarios(args.scenarios, "--scenarios")
         if args.shard is not None:
             _check_shard(args.shard, args.rows)
+        for folder, flag in ((args.report, "--report"), (_json_folder(args.json), "--json")):
+            if folder is not None:
+                _check_writable(folder, flag)  # before IMPL is loaded: no torch needed to refuse it
         require(f"IMPL={args.impl!r}", *adapter_requirements(args.impl))  # before torch is imported
         adapter, label = resolve(args.impl, tree=getattr(args, "tree", False))
         if args.shard is not None and not contract(adapter).shardable:
@@ -117,8 +121,6 @@ def conform(args: argparse.Namespace) -> int:
         scenarios = select_scenarios(adapter, args.scenarios)
         out_dir = args.report or _default_folder(label)
         _check_writable(out_dir, "--report")
-        if args.json not in (None, "-"):
-            _check_writable(str(Path(args.json).parent), "--json")
     except UsageError as error:  # MissingDependency among them
         print(f"specref conform: error: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -144,10 +146,12 @@ def conform(args: argparse.Namespace) -> int:
     )
 
 
+def _json_folder(json_file: str | None) -> str | None:
+    return None if json_file in (None, "-") else str(Path(json_file).parent)
+
+
 def _check_shard(shard: str, rows: int | None) -> None:
-    parts = shard.split("/")
-    if len(parts) != 2 or not all(p.isdigit() for p in parts) or not int(parts[0]) < int(parts[1]):
-        raise UsageError(f"--shard={shard!r} must be K/N with integers 0 <= K < N")
+    arguments.shard(shard, "--shard")
     if rows is None:
         raise UsageError(f"--shard={shard!r} needs --rows N: a time budget leaves the shard's chunks undefined")
 
@@ -155,6 +159,10 @@ def _check_shard(shard: str, rows: int | None) -> None:
 def merge_shards(args: argparse.Namespace) -> int:
     """`specref merge DIR...`: the shards' counts summed, every check recomputed, one report; exit as conform."""
     try:
+        for folder in args.dirs:  # before torch loads: a folder without a report is refused at once
+            if not (Path(folder) / "report.json").is_file():
+                raise MergeError(f"{folder}: no report.json there (a shard's folder is the --report of `specref "
+                                 "conform ... --shard K/N`)")  # fmt: skip
         require("merge", TORCH)
         from .shards import merge
 

@@ -17,6 +17,7 @@ import re
 import sys
 from pathlib import Path
 
+from .. import arguments
 from ..builtins import BY_NAME, listing
 from ..errors import UsageError
 from ..extras import TORCH, require
@@ -200,17 +201,16 @@ def _check_signature(verify, spec: str, expected: tuple[str, ...] = CHAIN_ARGS) 
 # --- --scenarios -----------------------------------------------------------------------------------------------------
 
 
-def select_scenarios(adapter, names: str | None) -> list[str] | None:
-    """The --scenarios list, validated against the scenarios the adapter's capabilities allow."""
+def select_scenarios(adapter, names: str | list | None) -> list[str] | None:
+    """The --scenarios list (a comma-separated string or a list), validated against the scenarios the adapter's
+    capabilities allow."""
     if names is None:
         return None
     from .contracts import PIPELINE, TREE, contract_of, scenario_names
 
     if contract_of(adapter) == PIPELINE:
         raise UsageError("--scenarios applies to verify-level adapters, not to pipelines")
-    wanted = [n.strip() for n in names.split(",") if n.strip()]
-    if not wanted:
-        raise UsageError(f"--scenarios={names!r} is empty")
+    wanted = arguments.scenarios(names, "--scenarios")
 
     allowed, known = scenario_names(adapter)
     for name in wanted:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+from ... import arguments
 from .assemble import build_report
 from .calls import AdapterFailure, Caller
 from .contract import Contract
@@ -79,7 +80,8 @@ def run_contract(
     """
     if budget_seconds is None and rows is None:
         budget_seconds = DEFAULT_BUDGET
-    _check_arguments(budget_seconds, alpha)
+    seed, alpha, rows = arguments.seed(seed), arguments.alpha(alpha), arguments.rows(rows)
+    budget_seconds, scenarios = arguments.budget_seconds(budget_seconds), arguments.scenarios(scenarios)
     part = None if shard is None else Shard.of(shard)
     if part is not None and not contract.shardable:
         raise ValueError(f"shard={shard!r}: {contract.name} runs cannot be sharded; run them unsharded")
@@ -120,13 +122,6 @@ def forced_edge_probe(caller: Caller, calls: Calls, seed: int):
     except AdapterFailure as failure:  # a hang under a forced state: the run's calls stop here
         calls.stopped = f"the run stopped calling the adapter after a hang in the edge probe ({failure})"
         return None
-
-
-def _check_arguments(budget_seconds: float | None, alpha: float) -> None:
-    if budget_seconds is not None and not budget_seconds > 0:
-        raise ValueError(f"budget_seconds={budget_seconds!r} must be > 0")
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha={alpha!r} must lie in (0, 1)")
 
 
 def _size(plan, budget_seconds: float, rows, part: Shard | None) -> Sizing:

@@ -22,8 +22,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ... import __version__
-from ...errors import MergeError
+from ... import __version__, arguments
+from ...errors import BadArgument, MergeError
 from ...stats import CheckResult, ErrorBudget
 from .assemble import build_report
 from .calls import AdapterFailure
@@ -47,16 +47,10 @@ class Shard:
 
     @classmethod
     def of(cls, shard) -> Shard:
-        """From (K, N), "K/N" or a Shard; raises ValueError naming the value."""
+        """From (K, N), "K/N" or a Shard; raises BadArgument (a ValueError) naming the value."""
         if isinstance(shard, Shard):
             return shard
-        try:
-            index, count = (int(x) for x in (shard.split("/") if isinstance(shard, str) else shard))
-        except (TypeError, ValueError):
-            raise ValueError(f"shard={shard!r} must be K/N or (K, N) with integers 0 <= K < N") from None
-        if not 0 <= index < count:
-            raise ValueError(f"shard={shard!r} must have 0 <= K < N")
-        return cls(index, count)
+        return cls(*arguments.shard(shard))
 
     def owns(self, unit: int) -> bool:
         """Whether this shard runs a scenario's unit (chunk c is unit c; joint batch b is unit b + 1)."""
@@ -68,7 +62,7 @@ def fixed_rows(plan: RunPlan, rows, shard: Shard) -> dict[str, int]:
     fixed = {s.name: rows.get(s.name) if isinstance(rows, dict) else rows for s in plan.scenarios}
     missing = [name for name, n in fixed.items() if n is None]
     if missing:
-        raise ValueError(f"shard={shard.index}/{shard.count} needs a fixed number of rows (rows=N, --rows N) for "
+        raise BadArgument(f"shard={shard.index}/{shard.count} needs a fixed number of rows (rows=N, --rows N) for "
                          f"every scenario, not a time budget, to fix its chunks; none for {missing}")  # fmt: skip
     return fixed
 
