@@ -33,6 +33,7 @@ from .. import arguments
 from ..builtins import adapter_requirements
 from ..errors import MergeError, UsageError
 from ..extras import MATPLOTLIB, TORCH, notice, require
+from ..folders import writing
 from ..outputs import REPORTS, default_folder
 from .contracts import contract, contract_of
 from .engine.progress import ProgressBar
@@ -128,22 +129,20 @@ def conform(args: argparse.Namespace) -> int:
     note = notice(plots=plots, progress=sys.stderr.isatty())
     if note:
         print(f"specref conform: {note}", file=sys.stderr)
-    return _leave_if_abandoned(
-        run_and_report(
-            adapter,
-            spec=absolute_spec(args.impl),
-            out_dir=out_dir,
-            json_file=args.json,
-            seed=args.seed,
-            budget_seconds=args.budget_seconds,
-            alpha=args.alpha,
-            scenarios=scenarios,
-            rows=args.rows,
-            plots=plots and MATPLOTLIB.available,
-            shard=args.shard,
-            allow_edge=args.allow_edge,
-        )
-    )
+    try:
+        lock = writing(out_dir, "--report")
+        lock.__enter__()  # one run at a time into out_dir: a second is refused now, naming this one
+    except UsageError as error:
+        print(f"specref conform: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        code = run_and_report(adapter, spec=absolute_spec(args.impl), out_dir=out_dir, json_file=args.json,
+                              seed=args.seed, budget_seconds=args.budget_seconds, alpha=args.alpha,
+                              scenarios=scenarios, rows=args.rows, plots=plots and MATPLOTLIB.available,
+                              shard=args.shard, allow_edge=args.allow_edge)  # fmt: skip
+    finally:
+        lock.__exit__(None, None, None)
+    return _leave_if_abandoned(code)
 
 
 def _json_folder(json_file: str | None) -> str | None:
@@ -172,8 +171,14 @@ def merge_shards(args: argparse.Namespace) -> int:
     except UsageError as error:  # MergeError and MissingDependency among them
         print(f"specref merge: error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    return _write_and_tell(report, out_dir, spec, args.json, plots=not args.no_plots and MATPLOTLIB.available,
-                           stream=sys.stderr if args.json == "-" else sys.stdout)  # fmt: skip
+    try:
+        with writing(out_dir, "--out"):
+            return _write_and_tell(report, out_dir, spec, args.json,
+                                   plots=not args.no_plots and MATPLOTLIB.available,
+                                   stream=sys.stderr if args.json == "-" else sys.stdout)  # fmt: skip
+    except UsageError as error:
+        print(f"specref merge: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 def _default_folder(label: str) -> str:
