@@ -40,6 +40,8 @@ from .engine.progress import ProgressBar
 from .resolve import absolute_spec, list_builtins, resolve, select_scenarios
 
 EXIT_CONFORMING, EXIT_NON_CONFORMING, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+#: Ctrl-C (SIGINT): the shell's 128 + 2; the run's partial report is written first when there is one.
+EXIT_INTERRUPTED = 130
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -95,6 +97,15 @@ def add_merge_parser(sub) -> argparse.ArgumentParser:
 
 
 def conform(args: argparse.Namespace) -> int:
+    try:
+        return _conform(args)
+    except KeyboardInterrupt:  # while IMPL loads, or torch: no run yet
+        print(f"specref conform: interrupted (SIGINT) before the run started; exit {EXIT_INTERRUPTED}",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_INTERRUPTED
+
+
+def _conform(args: argparse.Namespace) -> int:
     try:
         if args.list:
             print(list_builtins())
@@ -227,6 +238,10 @@ def run_and_report(adapter, *, spec, out_dir, json_file=None, seed=0, budget_sec
         with ProgressBar(getattr(adapter, "name", spec), budget_seconds) as bar:
             report = run(adapter, seed=seed, budget_seconds=budget_seconds, alpha=alpha, scenarios=scenarios,
                          progress=bar.update, **extra)  # fmt: skip
+    except KeyboardInterrupt:  # before the run's first call or after its last: nothing partial to report
+        print(f"specref conform: interrupted (SIGINT) before a report was made; exit {EXIT_INTERRUPTED}",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_INTERRUPTED
     except Exception:  # noqa: BLE001 -- the adapter's own failures are verdicts inside run(); this is specref's bug
         return _internal_error(spec)
     return _write_and_tell(report, out_dir, spec, json_file, plots=plots, stream=stream, allow_edge=allow_edge)
@@ -255,7 +270,7 @@ def _internal_error(spec) -> int:
 
 def _write_and_tell(report, out_dir, spec, json_file, *, plots, stream, allow_edge=False) -> int:
     """Write the report folder (and --json), print the summary; returns the exit code."""
-    from .engine.report import LOSSY, RARE_EDGE
+    from .engine.report import INTERRUPTED, LOSSY, RARE_EDGE
     from .report.render import write_report
 
     try:
@@ -277,6 +292,9 @@ def _write_and_tell(report, out_dir, spec, json_file, *, plots, stream, allow_ed
         print(f"  exit {EXIT_CONFORMING if allow_edge else EXIT_NON_CONFORMING}: only a rare edge failed "
               + ("(accepted by --allow-edge)" if allow_edge else "(--allow-edge accepts it)"), file=stream)  # fmt: skip
     print(f"  report: {paths['md']}", file=stream)
+    if report.verdict == INTERRUPTED:
+        print(f"  exit {EXIT_INTERRUPTED}: interrupted; the report is partial", file=stream)
+        return EXIT_INTERRUPTED
     edge_only = allow_edge and report.verdict == RARE_EDGE
     return EXIT_CONFORMING if report.passed or edge_only else EXIT_NON_CONFORMING
 

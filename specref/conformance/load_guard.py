@@ -77,10 +77,14 @@ def rehearse(spec: str, load: Callable[[], object]) -> None:
 def load_guarded(spec: str, load: Callable[[], object]):
     """load() in this process after a rehearsal; a sys.exit during it is a UsageError too (Ctrl-C stays Ctrl-C)."""
     rehearse(spec, load)
+    handler = signal.getsignal(signal.SIGINT)
     try:
         return load()
     except SystemExit as error:
         raise UsageError(f"IMPL={spec!r}: importing or building it called sys.exit({error.code!r})") from None
+    finally:
+        if signal.getsignal(signal.SIGINT) != handler:  # a module that ignores Ctrl-C does so in its worker only
+            signal.signal(signal.SIGINT, handler)
 
 
 __all__ = ["load_guarded", "rehearse"]

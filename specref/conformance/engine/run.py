@@ -92,21 +92,32 @@ def run_contract(
     tell = progress or _silent
     calls = Calls.start(plan.scenarios, seed, lambda s: contract.tally(adapter, s, seed))
     limits = HangLimits(budget_seconds, MIN_CALL_TIMEOUT)
+    interrupted = ""
     with Caller(adapter, contract, limits=limits) as caller:
-        probe_pass(caller, plan.scenarios, calls, seed, clock, tell, sizing.owns, sizing)  # one small call each
-        if not calls.stopped:
-            main_pass(caller, plan.scenarios, calls, seed, sizing, clock, tell)  # calls: the main pass
-        run_results, run_not_run = (contract.run_checks(caller, plan, seed, calls.stopped)
-                                    if sizing.owns(0) else ([], []))  # fmt: skip
-        edge = forced_edge_probe(caller, calls, seed) if sizing.owns(0) else None  # edges/probe.py
-        run_results += edge.results if edge else []
+        try:
+            probe_pass(caller, plan.scenarios, calls, seed, clock, tell, sizing.owns, sizing)  # one small call each
+            if not calls.stopped:
+                main_pass(caller, plan.scenarios, calls, seed, sizing, clock, tell)  # calls: the main pass
+            run_results, run_not_run = (contract.run_checks(caller, plan, seed, calls.stopped)
+                                        if sizing.owns(0) else ([], []))  # fmt: skip
+            edge = forced_edge_probe(caller, calls, seed) if sizing.owns(0) else None  # edges/probe.py
+            run_results += edge.results if edge else []
+        except KeyboardInterrupt:  # Ctrl-C: no more calls; what the calls so far show, in a partial report
+            interrupted = f"interrupted by SIGINT (Ctrl-C) after {clock.elapsed():.0f} s"
+            calls.stopped = calls.stopped or f"the run was {interrupted}"
+            run_results, run_not_run = [], contract.run_checks(caller, plan, seed, calls.stopped)[1]
     if part is not None:
-        return shard_report(contract, adapter, plan, calls, run_results, run_not_run, shard=part, rows=sizing.rows,
-                            seed=seed, budget_seconds=budget_seconds, alpha=alpha,
-                            wall_seconds=clock.elapsed)  # fmt: skip
+        report = shard_report(contract, adapter, plan, calls, run_results, run_not_run, shard=part,
+                              rows=sizing.rows, seed=seed, budget_seconds=budget_seconds, alpha=alpha,
+                              wall_seconds=clock.elapsed)  # fmt: skip
+        if interrupted:
+            report.mark_interrupted(interrupted)
+        return report
     # checks, verdict, report
     report = build_report(contract, adapter, plan, calls, run_results, run_not_run, seed=seed,
                           budget_seconds=budget_seconds, alpha=alpha, wall_seconds=clock.elapsed)  # fmt: skip
+    if interrupted:
+        report.mark_interrupted(interrupted)
     for name, fixed in calls.cut.items():  # --rows with a budget that cut them short: named in every output
         report.scenarios[name]["rows_planned"] = fixed
     tell("done", 1.0)
