@@ -8,7 +8,8 @@
 IMPL is a built-in name (`specref conform --list`), `package.module:attr` or `path/to/file.py:attr`; the attribute
 (dotted paths allowed) is a verify function or an adapter object declaring its capabilities. Exit codes: 0
 conforming; 1 non-conforming (a check failed, the adapter raised, hung or returned malformed output, or the rule is
-lossy by configuration); 2 usage error; 3 (an extension) an internal error of specref itself, never a verdict.
+lossy by configuration); 2 usage error; 3 (an extension) an internal error of specref itself, never a verdict;
+130 interrupted by Ctrl-C (a partial report is written first).
 
 Extensions: --alpha (the run's family-wise false-alarm probability, default 1e-3), --scenarios a,b (run only
 these scenarios), --rows N (a fixed N per scenario), --no-plots (skip the PNGs), --shard K/N (run the K-th of N
