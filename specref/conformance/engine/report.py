@@ -14,6 +14,7 @@ from ...stats import CheckResult, ErrorBudget
 from ...stats.record import STATUSES, CheckId, json_safe
 from . import precision, registry
 from .contract import Contract
+from .failure_words import defect_words, example_words
 from .plan import LAW, RULE, describe, family_of
 
 CONFORMING, NON_CONFORMING, LOSSY = "conforming", "non-conforming", "lossy by configuration"
@@ -369,7 +370,7 @@ def _cause_line(tier: str, group: list[CheckResult]) -> str:
                 f"{r.statistic:.4g}, n={r.n:,}")  # fmt: skip
     head = f"FAIL {r.id.kind}[{_where(group)}]"
     if r.details.get("edge"):  # a rare edge the forced probe named (edge_probe.py)
-        return f"{head}: {r.details['edge']}"
+        return f"{head}: {r.details['edge']}" + defect_words(r.details["edge"])
     if r.details.get("error"):
         return f"{head}: {r.details['error']}" + (f" (in {r.id.scenario}; the same in each)" if len(group) > 1 else "")
     violations = sum(0 if math.isnan(c.statistic) else int(c.statistic) for c in group)
@@ -378,7 +379,8 @@ def _cause_line(tier: str, group: list[CheckResult]) -> str:
     detail = r.details.get("example")
     if detail is None:
         detail = {k: v for k, v in r.details.items() if k not in ("tier", "family")}
-    return f"{head}: {count}; first: {detail}"
+        return f"{head}: {count}; first: {detail}"
+    return f"{head}: {count}; first: {example_words(detail)}"
 
 
 def detection_words(probe: dict) -> str:
