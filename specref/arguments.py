@@ -28,8 +28,8 @@ def rows(value, name: str = "rows"):
             rows(n, f"{name}[{scenario!r}]")
         return value
     if not _is_int(value) or value < MIN_ROWS:
-        raise BadArgument(f"{name}={value!r} must be an integer >= {MIN_ROWS} (rows per scenario), or None to "
-                          "size the run by its time budget")  # fmt: skip
+        raise BadArgument(f"{name}={value!r} must be an integer >= {MIN_ROWS} (rows per scenario; without it the "
+                          "run is sized by its time budget)")  # fmt: skip
     return value
 
 
