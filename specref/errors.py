@@ -4,6 +4,7 @@
       UsageError          what the user asked for is wrong (exit 2 on the command line), not a verdict
         MissingDependency   a run needs a package that is not installed (names the pip command)
         MergeError          shard folders that are not the N parts of one run
+        BadArgument         an argument out of range or of the wrong type (also a ValueError), named with its value
       AdapterFailure      the implementation under test raised, hung, crashed or returned malformed output: a verdict
 
 Anything else raised inside specref is a bug in specref (exit 3 on the command line). This module imports nothing
@@ -40,6 +41,11 @@ class MergeError(UsageError):
     """`specref merge` was given folders that are not the shards of one run (exit 2)."""
 
 
+class BadArgument(UsageError, ValueError):
+    """An argument of run(), the CLI or the pytest plugin that is out of range or of the wrong type (exit 2); a
+    ValueError too, as the API raised before (specref.arguments checks each argument in one function)."""
+
+
 class AdapterFailure(SpecrefError):
     """The adapter raised, hung, crashed, or returned something that is not a [B, g+1] int64 tensor.
 
@@ -52,4 +58,4 @@ class AdapterFailure(SpecrefError):
         self.kind, self.message, self.location, self.call = kind, message, location, call
 
 
-__all__ = ["AdapterFailure", "MergeError", "MissingDependency", "SpecrefError", "UsageError"]
+__all__ = ["AdapterFailure", "BadArgument", "MergeError", "MissingDependency", "SpecrefError", "UsageError"]

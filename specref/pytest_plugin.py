@@ -35,6 +35,7 @@ from pathlib import Path
 
 import pytest
 
+from . import arguments
 from .errors import SpecrefError, UsageError
 
 #: [tool.specref] key -> Settings field; the keys are spelled as the CLI flags.
@@ -55,16 +56,19 @@ class Settings:
     budget_seconds: float | None = None  # None: 300 s, or no time cap when rows are fixed (as the CLI)
     alpha: float = 1e-3
     rows: int | None = None
-    scenarios: str | None = None  # comma-separated, as `specref conform --scenarios`
+    scenarios: str | list | None = None  # a list, or comma-separated as `specref conform --scenarios`
 
     def validate(self) -> Settings:
-        if self.budget_seconds is not None and not self.budget_seconds > 0:
-            raise pytest.UsageError(f"specref: budget-seconds={self.budget_seconds!r} must be > 0")
-        if not 0 < self.alpha < 1:
-            raise pytest.UsageError(f"specref: alpha={self.alpha!r} must lie in (0, 1)")
-        if self.rows is not None and self.rows < 1:
-            raise pytest.UsageError(f"specref: rows={self.rows!r} must be >= 1")
-        return self
+        """The checks run() and the CLI make (specref.arguments), named as [tool.specref] spells the keys."""
+        try:
+            arguments.budget_seconds(self.budget_seconds, "budget-seconds")
+            arguments.alpha(self.alpha, "alpha")
+            arguments.rows(self.rows, "rows")
+            arguments.seed(self.seed, "seed")
+            scenarios = arguments.scenarios(self.scenarios, "scenarios")
+        except UsageError as error:
+            raise pytest.UsageError(f"specref: {error}") from None
+        return dataclasses.replace(self, scenarios=scenarios) if scenarios != self.scenarios else self
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -104,10 +108,7 @@ def pyproject_settings(rootpath: Path) -> dict:
     unknown = sorted(set(table) - set(KEYS))
     if unknown:
         raise pytest.UsageError(f"specref: [tool.specref] in {path} has unknown keys {unknown}; known: {list(KEYS)}")
-    out = {KEYS[key]: value for key, value in table.items()}
-    if isinstance(out.get("scenarios"), list):
-        out["scenarios"] = ",".join(map(str, out["scenarios"]))
-    return out
+    return {KEYS[key]: value for key, value in table.items()}
 
 
 def settings_of(config: pytest.Config) -> Settings:
@@ -123,7 +124,7 @@ def settings_of(config: pytest.Config) -> Settings:
         raise pytest.UsageError(f"specref: bad settings {fields}: {error}") from None
 
 
-def resolve_impl(spec: str, scenarios: str | None):
+def resolve_impl(spec: str, scenarios: list | str | None):
     """(adapter, label, scenario list) as `specref conform` resolves them; a bad IMPL is a pytest usage error."""
     from .conformance.resolve import resolve, select_scenarios
 
@@ -145,8 +146,7 @@ def conformance_run(settings: Settings, verify=None, **overrides):
     if isinstance(verify, str):
         verify, _, scenarios = resolve_impl(verify, settings.scenarios)
     else:
-        names = settings.scenarios.split(",") if settings.scenarios else []
-        scenarios = [n.strip() for n in names if n.strip()] or None
+        scenarios = settings.scenarios  # a list, validated: run() checks the names against the contract
     extra = {} if settings.rows is None else {"rows": settings.rows}
     return run(verify, seed=settings.seed, budget_seconds=settings.budget_seconds, alpha=settings.alpha,
                scenarios=scenarios, **extra)  # fmt: skip

@@ -8,7 +8,8 @@
 IMPL is a built-in name (`specref conform --list`), `package.module:attr` or `path/to/file.py:attr`; the attribute
 (dotted paths allowed) is a verify function or an adapter object declaring its capabilities. Exit codes: 0
 conforming; 1 non-conforming (a check failed, the adapter raised, hung or returned malformed output, or the rule is
-lossy by configuration); 2 usage error; 3 (an extension) an internal error of specref itself, never a verdict.
+lossy by configuration); 2 usage error; 3 (an extension) an internal error of specref itself, never a verdict;
+130 interrupted by Ctrl-C (a partial report is written first).
 
 Extensions: --alpha (the run's family-wise false-alarm probability, default 1e-3), --scenarios a,b (run only
 these scenarios), --rows N (a fixed N per scenario), --no-plots (skip the PNGs), --shard K/N (run the K-th of N
@@ -29,15 +30,19 @@ import sys
 import traceback
 from pathlib import Path
 
+from .. import arguments
 from ..builtins import adapter_requirements
-from ..errors import UsageError
+from ..errors import MergeError, UsageError
 from ..extras import MATPLOTLIB, TORCH, notice, require
+from ..folders import writing
 from ..outputs import REPORTS, default_folder
 from .contracts import contract, contract_of
 from .engine.progress import ProgressBar
 from .resolve import absolute_spec, list_builtins, resolve, select_scenarios
 
 EXIT_CONFORMING, EXIT_NON_CONFORMING, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+#: Ctrl-C (SIGINT): the shell's 128 + 2; the run's partial report is written first when there is one.
+EXIT_INTERRUPTED = 130
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -94,6 +99,15 @@ def add_merge_parser(sub) -> argparse.ArgumentParser:
 
 def conform(args: argparse.Namespace) -> int:
     try:
+        return _conform(args)
+    except KeyboardInterrupt:  # while IMPL loads, or torch: no run yet
+        print(f"specref conform: interrupted (SIGINT) before the run started; exit {EXIT_INTERRUPTED}",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_INTERRUPTED
+
+
+def _conform(args: argparse.Namespace) -> int:
+    try:
         if args.list:
             print(list_builtins())
             return EXIT_CONFORMING
@@ -102,14 +116,17 @@ def conform(args: argparse.Namespace) -> int:
                              "see `specref conform --list`")  # fmt: skip
         if args.budget_seconds is None and args.rows is None:
             args.budget_seconds = 300.0
-        if args.budget_seconds is not None and not args.budget_seconds > 0:
-            raise UsageError(f"--budget-seconds={args.budget_seconds!r} must be > 0")
-        if not 0 < args.alpha < 1:
-            raise UsageError(f"--alpha={args.alpha!r} must lie in (0, 1)")
-        if args.rows is not None and args.rows < 1:
-            raise UsageError(f"--rows={args.rows!r} must be >= 1")
+        arguments.budget_seconds(args.budget_seconds, "--budget-seconds")  # the same checks as run()'s, by flag
+        arguments.alpha(args.alpha, "--alpha")
+        arguments.rows(args.rows, "--rows")
+        arguments.seed(args.seed, "--seed")
+        if args.scenarios is not None:
+            arguments.scenarios(args.scenarios, "--scenarios")
         if args.shard is not None:
             _check_shard(args.shard, args.rows)
+        for folder, flag in ((args.report, "--report"), (_json_folder(args.json), "--json")):
+            if folder is not None:
+                _check_writable(folder, flag)  # before IMPL is loaded: no torch needed to refuse it
         require(f"IMPL={args.impl!r}", *adapter_requirements(args.impl))  # before torch is imported
         adapter, label = resolve(args.impl, tree=getattr(args, "tree", False))
         if args.shard is not None and not contract(adapter).shardable:
@@ -117,8 +134,6 @@ def conform(args: argparse.Namespace) -> int:
         scenarios = select_scenarios(adapter, args.scenarios)
         out_dir = args.report or _default_folder(label)
         _check_writable(out_dir, "--report")
-        if args.json not in (None, "-"):
-            _check_writable(str(Path(args.json).parent), "--json")
     except UsageError as error:  # MissingDependency among them
         print(f"specref conform: error: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -126,28 +141,28 @@ def conform(args: argparse.Namespace) -> int:
     note = notice(plots=plots, progress=sys.stderr.isatty())
     if note:
         print(f"specref conform: {note}", file=sys.stderr)
-    return _leave_if_abandoned(
-        run_and_report(
-            adapter,
-            spec=absolute_spec(args.impl),
-            out_dir=out_dir,
-            json_file=args.json,
-            seed=args.seed,
-            budget_seconds=args.budget_seconds,
-            alpha=args.alpha,
-            scenarios=scenarios,
-            rows=args.rows,
-            plots=plots and MATPLOTLIB.available,
-            shard=args.shard,
-            allow_edge=args.allow_edge,
-        )
-    )
+    try:
+        lock = writing(out_dir, "--report")
+        lock.__enter__()  # one run at a time into out_dir: a second is refused now, naming this one
+    except UsageError as error:
+        print(f"specref conform: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        code = run_and_report(adapter, spec=absolute_spec(args.impl), out_dir=out_dir, json_file=args.json,
+                              seed=args.seed, budget_seconds=args.budget_seconds, alpha=args.alpha,
+                              scenarios=scenarios, rows=args.rows, plots=plots and MATPLOTLIB.available,
+                              shard=args.shard, allow_edge=args.allow_edge)  # fmt: skip
+    finally:
+        lock.__exit__(None, None, None)
+    return _leave_if_abandoned(code)
+
+
+def _json_folder(json_file: str | None) -> str | None:
+    return None if json_file in (None, "-") else str(Path(json_file).parent)
 
 
 def _check_shard(shard: str, rows: int | None) -> None:
-    parts = shard.split("/")
-    if len(parts) != 2 or not all(p.isdigit() for p in parts) or not int(parts[0]) < int(parts[1]):
-        raise UsageError(f"--shard={shard!r} must be K/N with integers 0 <= K < N")
+    arguments.shard(shard, "--shard")
     if rows is None:
         raise UsageError(f"--shard={shard!r} needs --rows N: a time budget leaves the shard's chunks undefined")
 
@@ -155,6 +170,10 @@ def _check_shard(shard: str, rows: int | None) -> None:
 def merge_shards(args: argparse.Namespace) -> int:
     """`specref merge DIR...`: the shards' counts summed, every check recomputed, one report; exit as conform."""
     try:
+        for folder in args.dirs:  # before torch loads: a folder without a report is refused at once
+            if not (Path(folder) / "report.json").is_file():
+                raise MergeError(f"{folder}: no report.json there (a shard's folder is the --report of `specref "
+                                 "conform ... --shard K/N`)")  # fmt: skip
         require("merge", TORCH)
         from .shards import merge
 
@@ -164,8 +183,14 @@ def merge_shards(args: argparse.Namespace) -> int:
     except UsageError as error:  # MergeError and MissingDependency among them
         print(f"specref merge: error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    return _write_and_tell(report, out_dir, spec, args.json, plots=not args.no_plots and MATPLOTLIB.available,
-                           stream=sys.stderr if args.json == "-" else sys.stdout)  # fmt: skip
+    try:
+        with writing(out_dir, "--out"):
+            return _write_and_tell(report, out_dir, spec, args.json,
+                                   plots=not args.no_plots and MATPLOTLIB.available,
+                                   stream=sys.stderr if args.json == "-" else sys.stdout)  # fmt: skip
+    except UsageError as error:
+        print(f"specref merge: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 def _default_folder(label: str) -> str:
@@ -214,6 +239,10 @@ def run_and_report(adapter, *, spec, out_dir, json_file=None, seed=0, budget_sec
         with ProgressBar(getattr(adapter, "name", spec), budget_seconds) as bar:
             report = run(adapter, seed=seed, budget_seconds=budget_seconds, alpha=alpha, scenarios=scenarios,
                          progress=bar.update, **extra)  # fmt: skip
+    except KeyboardInterrupt:  # before the run's first call or after its last: nothing partial to report
+        print(f"specref conform: interrupted (SIGINT) before a report was made; exit {EXIT_INTERRUPTED}",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_INTERRUPTED
     except Exception:  # noqa: BLE001 -- the adapter's own failures are verdicts inside run(); this is specref's bug
         return _internal_error(spec)
     return _write_and_tell(report, out_dir, spec, json_file, plots=plots, stream=stream, allow_edge=allow_edge)
@@ -242,7 +271,7 @@ def _internal_error(spec) -> int:
 
 def _write_and_tell(report, out_dir, spec, json_file, *, plots, stream, allow_edge=False) -> int:
     """Write the report folder (and --json), print the summary; returns the exit code."""
-    from .engine.report import LOSSY, RARE_EDGE
+    from .engine.report import INTERRUPTED, LOSSY, RARE_EDGE
     from .report.render import write_report
 
     try:
@@ -264,6 +293,9 @@ def _write_and_tell(report, out_dir, spec, json_file, *, plots, stream, allow_ed
         print(f"  exit {EXIT_CONFORMING if allow_edge else EXIT_NON_CONFORMING}: only a rare edge failed "
               + ("(accepted by --allow-edge)" if allow_edge else "(--allow-edge accepts it)"), file=stream)  # fmt: skip
     print(f"  report: {paths['md']}", file=stream)
+    if report.verdict == INTERRUPTED:
+        print(f"  exit {EXIT_INTERRUPTED}: interrupted; the report is partial", file=stream)
+        return EXIT_INTERRUPTED
     edge_only = allow_edge and report.verdict == RARE_EDGE
     return EXIT_CONFORMING if report.passed or edge_only else EXIT_NON_CONFORMING
 

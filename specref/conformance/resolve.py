@@ -17,9 +17,11 @@ import re
 import sys
 from pathlib import Path
 
+from .. import arguments
 from ..builtins import BY_NAME, listing
 from ..errors import UsageError
-from ..extras import require
+from ..extras import TORCH, require
+from .load_guard import load_guarded
 
 CHAIN_ARGS = ("target_probs", "draft_probs", "draft_tokens", "generator")
 TREE_ARGS = ("target_probs", "draft_probs", "draft_tokens", "parents", "generator")
@@ -55,13 +57,10 @@ def resolve(spec: str, tree: bool = False):
     where, attr = spec.rsplit(":", 1)
     if not where or not attr:
         raise UsageError(f"IMPL={spec!r}: both sides of ':' must be non-empty")
-    module = _load_file(where) if where.endswith(".py") or os.sep in where else _import(where)
-    obj = module
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise UsageError(f"IMPL={spec!r}: {where} has no attribute {part!r}" +
-                             (f" (in {attr!r})" if part != attr else ""))  # fmt: skip
-        obj = getattr(obj, part)
+    if where.endswith(".py") or os.sep in where:
+        _check_file(where)  # before the rehearsal: a missing file needs no child process
+    _share_torch(where)
+    obj = load_guarded(spec, lambda: _subject(spec, where, attr))
     stem = Path(where).stem if where.endswith(".py") else where.rsplit(".", 1)[-1]
     label = f"{stem}.{attr}"
     if getattr(obj, "kind", None) == "pipeline" and not hasattr(obj, "verify"):  # whole pipelines: run() knows them
@@ -82,6 +81,35 @@ def resolve(spec: str, tree: bool = False):
     if adapter.name in (*_GENERIC_NAMES, attr, attr.rsplit(".", 1)[-1]):  # name the subject by module:attr
         adapter = dataclasses.replace(adapter, name=label)
     return adapter, _safe(adapter.name)
+
+
+def _subject(spec: str, where: str, attr: str):
+    """The object IMPL names: its module imported (or file loaded), then the attribute path walked."""
+    obj = _load_file(where) if where.endswith(".py") or os.sep in where else _import(where)
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise UsageError(f"IMPL={spec!r}: {where} has no attribute {part!r}" +
+                             (f" (in {attr!r})" if part != attr else ""))  # fmt: skip
+        obj = getattr(obj, part)
+    return obj
+
+
+def _share_torch(where: str) -> None:
+    """Import torch before the rehearsal when the subject's source names it: the child then shares this import
+    instead of paying for its own (a module that does not name torch is rehearsed, and refused, without it)."""
+    file = Path(where) if where.endswith(".py") or os.sep in where else None
+    if file is None and "." not in where:
+        try:
+            found = importlib.util.find_spec(where) if where not in sys.modules else None
+        except (ImportError, ValueError):
+            found = None
+        file = Path(found.origin) if found is not None and found.origin and found.origin.endswith(".py") else None
+    try:
+        names_torch = file is not None and "torch" in file.read_text(errors="replace")
+    except OSError:
+        names_torch = False
+    if names_torch and TORCH.available:
+        import torch  # noqa: F401
 
 
 def _builtin(name: str, tree: bool):
@@ -113,11 +141,16 @@ def _import(module_name: str):
         raise UsageError(f"cannot import {module_name!r}: {type(error).__name__}: {error}") from None
 
 
-def _load_file(path: str):
+def _check_file(path: str) -> None:
     file = Path(path)
     if not file.is_file():
         raise UsageError(f"IMPL file {path!r} does not exist" + ("" if file.parent.is_dir() else
                          f" (nor does its folder {str(file.parent)!r})"))  # fmt: skip
+
+
+def _load_file(path: str):
+    _check_file(path)
+    file = Path(path)
     name = "specref_impl_" + re.sub(r"\W", "_", file.stem)
     spec = importlib.util.spec_from_file_location(name, file)
     if spec is None or spec.loader is None:
@@ -168,17 +201,16 @@ def _check_signature(verify, spec: str, expected: tuple[str, ...] = CHAIN_ARGS) 
 # --- --scenarios -----------------------------------------------------------------------------------------------------
 
 
-def select_scenarios(adapter, names: str | None) -> list[str] | None:
-    """The --scenarios list, validated against the scenarios the adapter's capabilities allow."""
+def select_scenarios(adapter, names: str | list | None) -> list[str] | None:
+    """The --scenarios list (a comma-separated string or a list), validated against the scenarios the adapter's
+    capabilities allow."""
     if names is None:
         return None
     from .contracts import PIPELINE, TREE, contract_of, scenario_names
 
     if contract_of(adapter) == PIPELINE:
         raise UsageError("--scenarios applies to verify-level adapters, not to pipelines")
-    wanted = [n.strip() for n in names.split(",") if n.strip()]
-    if not wanted:
-        raise UsageError(f"--scenarios={names!r} is empty")
+    wanted = arguments.scenarios(names, "--scenarios")
 
     allowed, known = scenario_names(adapter)
     for name in wanted:

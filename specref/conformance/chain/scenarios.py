@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
+from ...errors import BadArgument
 from ..engine.precision import as_given
 
 # --- laws -------------------------------------------------------------------------------------------------------
@@ -379,5 +380,5 @@ SCENARIOS: dict[str, Scenario] = build()
 
 def get(name: str) -> Scenario:
     if name not in SCENARIOS:
-        raise ValueError(f"scenario={name!r} is unknown; known: {sorted(SCENARIOS)}")
+        raise BadArgument(f"scenarios: {name!r} is unknown; known: {sorted(SCENARIOS)}")
     return SCENARIOS[name]

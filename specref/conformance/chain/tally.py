@@ -169,7 +169,16 @@ class Tally(Counts):
             bad[idx[~allowed[np.arange(idx.size), last[idx]]]] = True
             self.support_violations[rule] += int(bad.sum())
             if rule == self.rule:
+                fresh = "t0_residual_support" not in self.examples
                 self._count("t0_residual_support", bad, batch, out, where)
+                if fresh and "t0_residual_support" in self.examples:  # the offending token, with its p and q
+                    i = int(np.flatnonzero(bad[idx])[0])
+                    token, drafted = int(last[idx[i]]), int(d[i])
+                    q, q_drafted = (None, None) if q_rows is None else (float(q_rows[i, token]),
+                                                                        float(q_rows[i, drafted]))  # fmt: skip
+                    self.examples["t0_residual_support"].update(
+                        position=int(pos[i]), token=token, p=float(p_rows[i, token]), q=q, drafted=drafted,
+                        p_drafted=float(p_rows[i, drafted]), q_drafted=q_drafted)  # fmt: skip
 
     def _count(self, name: str, bad: np.ndarray, batch: Batch, out: np.ndarray, where: dict) -> None:
         hits = int(bad.sum())

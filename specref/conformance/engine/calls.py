@@ -25,6 +25,7 @@ given an explicit `timeout` gets that instead.
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import multiprocessing
 import os
@@ -237,9 +238,14 @@ class Caller:
         process, self._process = self._process, None
         if process is None:
             return "not started"
+        with contextlib.suppress(OSError):
+            if os.getpgid(process.pid) == process.pid:
+                os.killpg(process.pid, signal.SIGKILL)  # the worker and every process the adapter started
         if process.is_alive():
             process.kill()
         process.join(10)
+        with contextlib.suppress(OSError):
+            os.killpg(process.pid, signal.SIGKILL)  # what is left of its group (it exited, its children did not)
         self._conn.close()
         self._dump.close()
         code = process.exitcode
@@ -266,6 +272,8 @@ def _rate_key(where: dict | None, uniforms) -> str:
 def _serve(conn, verify, dump) -> None:
     """The worker: run jobs until told to stop. The adapter runs in a new thread (libgomp after fork: see above)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it kills this worker
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)  # a process group of its own: the subprocesses the adapter starts end with the worker
     faulthandler.register(signal.SIGUSR1, file=dump, all_threads=True)
 
     def loop():

@@ -82,9 +82,9 @@ class Sizing:
         return self.rows.get(s.name) if isinstance(self.rows, dict) else self.rows
 
 
-def first_call_rows(s: Scenario) -> int:
-    """Rows of a scenario's probe-pass call (chunk 0)."""
-    return min(MIN_ROWS, s.rows_per_call)
+def first_call_rows(s: Scenario, fixed: int | None = None) -> int:
+    """Rows of a scenario's probe-pass call (chunk 0): never more than a fixed N (rows=N is honoured exactly)."""
+    return min(MIN_ROWS, s.rows_per_call, fixed or MIN_ROWS)
 
 
 @dataclass
@@ -127,7 +127,7 @@ def probe_pass(caller: Caller, plan: list[Scenario], calls: Calls, seed: int, cl
     of PROBE_PASS_SHARE of the time left (a row loop at V = 151,936 on a loaded machine: seconds a row)."""
     for i, s in enumerate(plan):
         if owns(0):
-            rows = first_call_rows(s)
+            rows = first_call_rows(s, sizing.fixed(s) if sizing is not None else None)
             if sizing is not None and sizing.fixed(s) is None and math.isfinite(clock.deadline):
                 share = PROBE_PASS_SHARE * max(0.0, clock.left() - _reserve(caller, sizing.budget_seconds))
                 rows = _rows_for(caller, s, rows, share / (len(plan) - i))
@@ -178,7 +178,7 @@ def _scenario_pass(caller, s: Scenario, calls: Calls, seed: int, fixed: int | No
         if fixed is not None and time.perf_counter() >= slice_end:
             calls.cut[s.name] = fixed
         return
-    first = calls.first_rows.get(s.name, first_call_rows(s))
+    first = calls.first_rows.get(s.name, first_call_rows(s, fixed))
     begun, planned = time.perf_counter(), first  # rows of this scenario's chunks so far, in any shard
     chunk = 1
     while planned < cap and time.perf_counter() < slice_end:

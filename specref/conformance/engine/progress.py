@@ -1,19 +1,23 @@
-"""The progress bar of a run on a terminal: used by `specref conform`, `specref demo` and the suites."""
+"""The progress of a run: a bar on a terminal, and without one (a CI log) one line per scenario with its rows, the
+time elapsed and the expected end. Used by `specref conform`, `specref demo` and the suites."""
 
 from __future__ import annotations
 
 import shutil
 import sys
+import time
 
 
 class ProgressBar:
-    """A tqdm bar on stderr fed by run(progress=...); silent when stderr is not a terminal or tqdm is missing."""
+    """A tqdm bar on stderr fed by run(progress=...) on a terminal (none when tqdm is missing); elsewhere one line
+    on stderr per scenario the main pass finishes."""
 
     def __init__(self, name: str, budget_seconds: float | None):
         self.name, self.budget_seconds, self.bar = name, budget_seconds, None
+        self.lines, self.began = not sys.stderr.isatty(), time.perf_counter()
 
     def __enter__(self) -> ProgressBar:
-        if sys.stderr.isatty():
+        if not self.lines:
             try:
                 from tqdm import tqdm
             except ImportError:
@@ -25,9 +29,20 @@ class ProgressBar:
         return self
 
     def update(self, message: str, fraction: float) -> None:
+        if self.lines and not message.startswith("probe ") and message != "done":
+            print(self.line(message, fraction, time.perf_counter() - self.began), file=sys.stderr, flush=True)
         if self.bar is not None:
             self.bar.set_description_str(f"{self.name}: {message}", refresh=False)
             self.bar.update(max(0.0, 100 * fraction - self.bar.n))
+
+    def line(self, message: str, fraction: float, elapsed: float) -> str:
+        """`specref: NAME: SCENARIO: ROWS rows (P%), E s elapsed, expected end in ~R s`."""
+        if self.budget_seconds is not None:
+            left = max(0.0, self.budget_seconds - elapsed)
+        else:
+            left = elapsed / fraction * (1 - fraction) if fraction > 0 else float("nan")
+        return (f"specref: {self.name}: {message} ({100 * fraction:.0f}%), {elapsed:.0f} s elapsed, expected end "
+                f"in ~{left:.0f} s")  # fmt: skip
 
     def __exit__(self, *exc) -> None:
         if self.bar is not None:

@@ -14,12 +14,15 @@ from ...stats import CheckResult, ErrorBudget
 from ...stats.record import STATUSES, CheckId, json_safe
 from . import precision, registry
 from .contract import Contract
+from .failure_words import defect_words, example_words
 from .plan import LAW, RULE, describe, family_of
 
 CONFORMING, NON_CONFORMING, LOSSY = "conforming", "non-conforming", "lossy by configuration"
 #: Only the forced edge probe failed (family "edge", edges/probe.py): non-conforming by default (exit 1),
 #: accepted with `--allow-edge`.
 RARE_EDGE = "non-conforming: rare edge"
+#: The verdict of a run stopped by SIGINT (Ctrl-C): a partial report, exit 130 on the command line.
+INTERRUPTED = "interrupted (partial report)"
 EDGE = registry.EDGE
 
 
@@ -89,6 +92,11 @@ class Report:
     rule_diagnosis: dict = field(default_factory=dict)  # other rules' fit and the acceptance ratio (see runner)
     probe: dict = field(default_factory=dict)  # the rare-edge probe: tests run and detection probability
     natural_edge: dict = field(default_factory=dict)  # zero-probability tokens a named edge explains (_edge_explains)
+    interrupted: str = ""  # why the run stopped before its end (SIGINT): the report is partial
+
+    def mark_interrupted(self, why: str) -> None:
+        """A partial report: the verdict says so, whatever the checks reached before the interrupt show."""
+        self.interrupted, self.verdict = why, INTERRUPTED
 
     def add_t0(self, scenario: str, results: list[CheckResult]) -> None:
         for r in results:
@@ -153,7 +161,7 @@ class Report:
     def law_kept(self) -> bool:
         """Only rule checks failed: the output law is the target's, acceptance does not follow the declared rule."""
         failed = {family(r) for r in self.failures}
-        return failed == {RULE}
+        return None if self.interrupted else failed == {RULE}
 
     @property
     def passed(self) -> bool:
@@ -193,6 +201,8 @@ class Report:
             f"{sum(s['rows'] for s in self.scenarios.values()):,} rows in {self.wall_seconds:.0f} s;"
             f" family-wise alpha {self.alpha:g})"
         ]
+        if self.interrupted:
+            lines.append(f"  partial report: {self.interrupted}; the checks it did not reach are not run")
         if self.cut_short:
             lines.append(f"  cut short by the time budget: {self.cut_short}")
         if self.law_kept:
@@ -268,6 +278,7 @@ class Report:
                 },
                 "rows_as_given": precision.describe(a.dtype),
                 "law_kept": self.law_kept,
+                "interrupted": self.interrupted or None,
                 "rule_diagnosis": self.rule_diagnosis,
                 "probe": self.probe,
                 "natural_edge": self.natural_edge,
@@ -359,7 +370,7 @@ def _cause_line(tier: str, group: list[CheckResult]) -> str:
                 f"{r.statistic:.4g}, n={r.n:,}")  # fmt: skip
     head = f"FAIL {r.id.kind}[{_where(group)}]"
     if r.details.get("edge"):  # a rare edge the forced probe named (edges/probe.py)
-        return f"{head}: {r.details['edge']}"
+        return f"{head}: {r.details['edge']}" + defect_words(r.details["edge"])
     if r.details.get("error"):
         return f"{head}: {r.details['error']}" + (f" (in {r.id.scenario}; the same in each)" if len(group) > 1 else "")
     violations = sum(0 if math.isnan(c.statistic) else int(c.statistic) for c in group)
@@ -368,7 +379,8 @@ def _cause_line(tier: str, group: list[CheckResult]) -> str:
     detail = r.details.get("example")
     if detail is None:
         detail = {k: v for k, v in r.details.items() if k not in ("tier", "family")}
-    return f"{head}: {count}; first: {detail}"
+        return f"{head}: {count}; first: {detail}"
+    return f"{head}: {count}; first: {example_words(detail)}"
 
 
 def detection_words(probe: dict) -> str:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+from ... import arguments
 from .assemble import build_report
 from .calls import AdapterFailure, Caller
 from .contract import Contract
@@ -79,7 +80,8 @@ def run_contract(
     """
     if budget_seconds is None and rows is None:
         budget_seconds = DEFAULT_BUDGET
-    _check_arguments(budget_seconds, alpha)
+    seed, alpha, rows = arguments.seed(seed), arguments.alpha(alpha), arguments.rows(rows)
+    budget_seconds, scenarios = arguments.budget_seconds(budget_seconds), arguments.scenarios(scenarios)
     part = None if shard is None else Shard.of(shard)
     if part is not None and not contract.shardable:
         raise ValueError(f"shard={shard!r}: {contract.name} runs cannot be sharded; run them unsharded")
@@ -90,21 +92,32 @@ def run_contract(
     tell = progress or _silent
     calls = Calls.start(plan.scenarios, seed, lambda s: contract.tally(adapter, s, seed))
     limits = HangLimits(budget_seconds, MIN_CALL_TIMEOUT)
+    interrupted = ""
     with Caller(adapter, contract, limits=limits) as caller:
-        probe_pass(caller, plan.scenarios, calls, seed, clock, tell, sizing.owns, sizing)  # one small call each
-        if not calls.stopped:
-            main_pass(caller, plan.scenarios, calls, seed, sizing, clock, tell)  # calls: the main pass
-        run_results, run_not_run = (contract.run_checks(caller, plan, seed, calls.stopped)
-                                    if sizing.owns(0) else ([], []))  # fmt: skip
-        edge = forced_edge_probe(caller, calls, seed) if sizing.owns(0) else None  # edges/probe.py
-        run_results += edge.results if edge else []
+        try:
+            probe_pass(caller, plan.scenarios, calls, seed, clock, tell, sizing.owns, sizing)  # one small call each
+            if not calls.stopped:
+                main_pass(caller, plan.scenarios, calls, seed, sizing, clock, tell)  # calls: the main pass
+            run_results, run_not_run = (contract.run_checks(caller, plan, seed, calls.stopped)
+                                        if sizing.owns(0) else ([], []))  # fmt: skip
+            edge = forced_edge_probe(caller, calls, seed) if sizing.owns(0) else None  # edges/probe.py
+            run_results += edge.results if edge else []
+        except KeyboardInterrupt:  # Ctrl-C: no more calls; what the calls so far show, in a partial report
+            interrupted = f"interrupted by SIGINT (Ctrl-C) after {clock.elapsed():.0f} s"
+            calls.stopped = calls.stopped or f"the run was {interrupted}"
+            run_results, run_not_run = [], contract.run_checks(caller, plan, seed, calls.stopped)[1]
     if part is not None:
-        return shard_report(contract, adapter, plan, calls, run_results, run_not_run, shard=part, rows=sizing.rows,
-                            seed=seed, budget_seconds=budget_seconds, alpha=alpha,
-                            wall_seconds=clock.elapsed)  # fmt: skip
+        report = shard_report(contract, adapter, plan, calls, run_results, run_not_run, shard=part,
+                              rows=sizing.rows, seed=seed, budget_seconds=budget_seconds, alpha=alpha,
+                              wall_seconds=clock.elapsed)  # fmt: skip
+        if interrupted:
+            report.mark_interrupted(interrupted)
+        return report
     # checks, verdict, report
     report = build_report(contract, adapter, plan, calls, run_results, run_not_run, seed=seed,
                           budget_seconds=budget_seconds, alpha=alpha, wall_seconds=clock.elapsed)  # fmt: skip
+    if interrupted:
+        report.mark_interrupted(interrupted)
     for name, fixed in calls.cut.items():  # --rows with a budget that cut them short: named in every output
         report.scenarios[name]["rows_planned"] = fixed
     tell("done", 1.0)
@@ -120,13 +133,6 @@ def forced_edge_probe(caller: Caller, calls: Calls, seed: int):
     except AdapterFailure as failure:  # a hang under a forced state: the run's calls stop here
         calls.stopped = f"the run stopped calling the adapter after a hang in the edge probe ({failure})"
         return None
-
-
-def _check_arguments(budget_seconds: float | None, alpha: float) -> None:
-    if budget_seconds is not None and not budget_seconds > 0:
-        raise ValueError(f"budget_seconds={budget_seconds!r} must be > 0")
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha={alpha!r} must lie in (0, 1)")
 
 
 def _size(plan, budget_seconds: float, rows, part: Shard | None) -> Sizing:

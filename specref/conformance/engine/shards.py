@@ -22,13 +22,14 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ... import __version__
-from ...errors import MergeError
+from ... import __version__, arguments
+from ...errors import BadArgument, MergeError
 from ...stats import CheckResult, ErrorBudget
 from .assemble import build_report
 from .calls import AdapterFailure
 from .contract import Contract
 from .counts import chunk_of
+from .fingerprint import fingerprint, words
 from .passes import Calls
 from .report import Report
 from .results import failure_details, t0_result
@@ -46,16 +47,10 @@ class Shard:
 
     @classmethod
     def of(cls, shard) -> Shard:
-        """From (K, N), "K/N" or a Shard; raises ValueError naming the value."""
+        """From (K, N), "K/N" or a Shard; raises BadArgument (a ValueError) naming the value."""
         if isinstance(shard, Shard):
             return shard
-        try:
-            index, count = (int(x) for x in (shard.split("/") if isinstance(shard, str) else shard))
-        except (TypeError, ValueError):
-            raise ValueError(f"shard={shard!r} must be K/N or (K, N) with integers 0 <= K < N") from None
-        if not 0 <= index < count:
-            raise ValueError(f"shard={shard!r} must have 0 <= K < N")
-        return cls(index, count)
+        return cls(*arguments.shard(shard))
 
     def owns(self, unit: int) -> bool:
         """Whether this shard runs a scenario's unit (chunk c is unit c; joint batch b is unit b + 1)."""
@@ -67,7 +62,7 @@ def fixed_rows(plan: RunPlan, rows, shard: Shard) -> dict[str, int]:
     fixed = {s.name: rows.get(s.name) if isinstance(rows, dict) else rows for s in plan.scenarios}
     missing = [name for name, n in fixed.items() if n is None]
     if missing:
-        raise ValueError(f"shard={shard.index}/{shard.count} needs a fixed number of rows (rows=N, --rows N) for "
+        raise BadArgument(f"shard={shard.index}/{shard.count} needs a fixed number of rows (rows=N, --rows N) for "
                          f"every scenario, not a time budget, to fix its chunks; none for {missing}")  # fmt: skip
     return fixed
 
@@ -85,6 +80,11 @@ class ShardReport(Report):
         k, n = self.shard["index"], self.shard["count"]
         merge = f"  shard {k}/{n}: counts in report.json; `specref merge` the {n} shard folders for the verdict"
         return super().summary() + "\n" + merge
+
+    @property
+    def law_kept(self) -> None:
+        """A shard runs no law check: it claims nothing about the law until the merge."""
+        return None
 
     def to_dict(self) -> dict:
         return {**super().to_dict(), "shard": self.shard}
@@ -118,6 +118,7 @@ def shard_report(contract: Contract, adapter, plan: RunPlan, calls: Calls, run_r
         "scenarios": [s.name for s in plan.scenarios],
         "rows": rows,
         "specref": __version__,
+        "fingerprint": fingerprint(adapter, report.to_dict()["adapter"]),
         "counts": {name: t.counts() for name, t in calls.tallies.items()},
         "calls": {s.name: calls.summary(s.name) for s in plan.scenarios},
         "broken": {name: _encode_failure(f) for name, f in calls.broken.items()},
@@ -179,6 +180,11 @@ def check_shards(records: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
             if get(record) != get(first):
                 raise MergeError(f"{folder}: {what} {get(record)!r} differs from {get(first)!r} in {first_folder}: "
                                  "not shards of one run")  # fmt: skip
+    for folder, record in records[1:]:
+        mine, theirs = record["shard"].get("fingerprint"), first["shard"].get("fingerprint")
+        if (mine or {}).get("digest") != (theirs or {}).get("digest"):
+            raise MergeError(f"{folder} ran {words(mine)}, but {first_folder} ran {words(theirs)}: not shards of "
+                             "one code")  # fmt: skip
     seen: dict[int, str] = {}
     for folder, record in records:
         k = record["shard"]["index"]

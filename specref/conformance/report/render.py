@@ -19,6 +19,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from ...extras import MATPLOTLIB
+from ...folders import earlier_files, remove_stale, replace_files
 from ...stats.record import CheckId, CheckResult
 from ..contracts import every_kind
 from ..engine import registry
@@ -38,6 +39,7 @@ def write_report(report: Report, out_dir: str | os.PathLike, *, spec: str | None
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    earlier = earlier_files(out)
     record = report.to_dict()
     record["spec"] = spec
     paths = {"json": out / "report.json", "md": out / "report.md"}
@@ -47,13 +49,14 @@ def write_report(report: Report, out_dir: str | os.PathLike, *, spec: str | None
         if drawn:
             paths.update(drawn)
             _write_record(record, paths)  # again, now listing and showing the PNGs
+    remove_stale(out, earlier, {p.name for p in paths.values()})
     return {kind: str(path) for kind, path in paths.items()}
 
 
 def _write_record(record: dict, paths: dict) -> None:
     record["files"] = sorted(p.name for p in paths.values())
-    paths["json"].write_text(json.dumps(record, indent=1) + "\n")
-    paths["md"].write_text(render_markdown(record))
+    replace_files(paths["json"].parent, {paths["json"].name: json.dumps(record, indent=1) + "\n",
+                                         paths["md"].name: render_markdown(record)})  # fmt: skip
 
 
 def _try_plots(record: dict, out: Path) -> dict[str, Path]:

@@ -25,6 +25,7 @@ from fractions import Fraction
 import numpy as np
 import torch
 
+from ...errors import BadArgument
 from ...reference.drafting import chain_shape, shape_depth, shape_size
 from ..chain.scenarios import _dense, _normalise, _peaked, _rng
 from ..engine.precision import as_given
@@ -306,5 +307,5 @@ SCENARIOS = build()
 
 def get(name: str) -> TreeScenario:
     if name not in SCENARIOS:
-        raise ValueError(f"scenario={name!r} is not a tree scenario; known: {', '.join(SCENARIOS)}")
+        raise BadArgument(f"scenarios: {name!r} is not a tree scenario; known: {', '.join(SCENARIOS)}")
     return SCENARIOS[name]
