@@ -59,9 +59,12 @@ def test_block_verification_declared_exact_is_told_it_follows_block():
     """The batched block engine, declared nothing (rule exact): the law is kept, the acceptance is block's, and it
     accepts more drafts than exact sampling (power: block's accepted-count law differs from the token rule's by TV
     > 0.05 on these scenarios, test_block_laws_exact.py; 20,000 rows detect 0.03 with power 0.999)."""
+    from budget import alpha_for
+
     from specref.batched.block import verify_block
 
-    report = run(verify_block, seed=0, scenarios=SCENARIOS, rows=ROWS)
+    alpha = alpha_for("block", 4)  # one of test_block_conformance.RUNS: block's fit must pass
+    report = run(verify_block, seed=0, alpha=alpha, scenarios=SCENARIOS, rows=ROWS)
     assert report.verdict == NON_CONFORMING and report.law_kept, report.summary()
     rules = report.rule_diagnosis["rules"]
     assert rules["block"]["matches"] and rules["block"]["checks"] > 0, report.rule_diagnosis
