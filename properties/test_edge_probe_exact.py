@@ -69,7 +69,7 @@ def _all_zero_only(target_probs, draft_probs, draft_tokens, generator):
     return out
 
 
-@pytest.mark.parametrize("name", ["reference", "batched"])
+@pytest.mark.parametrize("name", ["reference", "batched", "batched-block"])
 def test_correct_engines_pass_every_edge_check(name):
     probe = _probe(builtin_adapters()[name]())
     assert _verdicts(probe) == {"accept": "pass", "correction": "pass", "bonus": "pass"}

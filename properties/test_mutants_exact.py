@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from specref.conformance.chain.adapters import as_adapter, reference_adapter
-from specref.mutants import CATALOGUE, bugs, core, lossy
+from specref.mutants import CATALOGUE, block, bugs, core, lossy
 
 pytestmark = pytest.mark.exact
 
@@ -45,6 +45,7 @@ DESIGN_BUG_CLASSES = {
     "Randomness",
     "Metrics",
     "Lossy by configuration",
+    "Block rule",
 }
 
 
@@ -93,6 +94,7 @@ def test_mutant_is_adapter_shaped():
     adapter = as_adapter(CATALOGUE["placeholder_as_index"])
     assert adapter.name == "placeholder_as_index" and adapter.ragged and not adapter.uniforms
     assert as_adapter(CATALOGUE["assistant_ensemble"]).lossy
+    assert as_adapter(CATALOGUE["block_token_rule"]).rule == "block" and adapter.rule == "exact"
     assert "Control flow" in adapter.notes
 
 
@@ -279,6 +281,40 @@ def _batch_composition():
     assert mixed[0].tolist() == [1, -1]  # the same row, verified greedily because a greedy row joined the batch
 
 
+def _block_reference(target_probs, draft_probs, draft_tokens, uniforms):
+    from specref.conformance.chain.adapters import block_reference_adapter
+
+    return block_reference_adapter().verify(target_probs, draft_probs, draft_tokens, None, uniforms=uniforms)
+
+
+#: The paper's toy (Sun et al.): p = (1/3, 2/3), q = (2/3, 1/3), drafts (0, 1): b_1 = 1/2, b_2 = 1, so h_2 = 1 and block
+#: keeps both drafts whatever the uniforms, while the token rule rejects x_1 when u_0 >= p/q = 1/2.
+_TOY = ([[1 / 3, 2 / 3]] * 3, [[2 / 3, 1 / 3]] * 2, [0, 1], [0.7, 0.5, 0.5])
+
+
+def _block_token_rule():
+    case = _case(*_TOY)
+    ours = block.block_token_rule(*case[:3], None, uniforms=case[3])
+    assert ours.tolist() == _reference(*case).tolist() == [[1, -1, -1]]  # the token rule: reject, correct with 1
+    assert _block_reference(*case)[0, :2].tolist() == [0, 1]  # block keeps both drafts
+
+
+def _block_token_residual():
+    gen = torch.Generator().manual_seed(5)
+    batch, gamma, v = 400, 3, 4
+    target = torch.rand(batch, gamma + 1, v, generator=gen, dtype=torch.float64) + 0.05
+    draft = torch.rand(batch, gamma, v, generator=gen, dtype=torch.float64) + 0.05
+    target, draft = target / target.sum(-1, keepdim=True), draft / draft.sum(-1, keepdim=True)
+    tokens = torch.multinomial(draft.view(-1, v), 1, generator=gen).view(batch, gamma)
+    u = torch.rand(batch, gamma + 1, generator=gen, dtype=torch.float64)
+    reference = _block_reference(target, draft, tokens, u)
+    assert torch.equal(block._block(target, draft, tokens, u, scale_residual=True), reference)  # the skeleton is block
+    ours = block.block_token_residual(target, draft, tokens, None, uniforms=u)
+    accepted = (ours >= 0).sum(1) - 1
+    differs = (ours != reference).any(1)
+    assert differs.any() and (accepted[differs] > 0).all()  # only corrections after a kept draft (b_tau < 1) move
+
+
 BUG_TESTS = {
     "verify_ignores_temperature": _temperature,
     "verify_ignores_top_k": _top_k,
@@ -304,6 +340,8 @@ BUG_TESTS = {
     "shared_uniform_rows": _shared_rows,
     "seed_ignored": _seed_ignored,
     "batch_composition": _batch_composition,
+    "block_token_rule": _block_token_rule,
+    "block_token_residual": _block_token_residual,
 }
 
 

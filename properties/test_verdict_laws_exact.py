@@ -14,7 +14,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specref import exact
+from specref import exact, exact_tree
 from specref.conformance.chain import laws
 from specref.conformance.chain.plan import plan_for
 from specref.conformance.chain.scenarios import SCENARIOS, context_free, markov
@@ -106,6 +106,12 @@ def _match_cycle(target, draft, prefix, gamma):
     return exact.enumerate_law(program)
 
 
+def _cycle_law(rule):
+    """The exact law of one cycle under `rule`, each written independently of laws.py: the reference engines
+    (specref.reference.chain, specref.reference.block) enumerated in Fractions, and sample-and-match above."""
+    return {"exact": exact.cycle_law, "match": _match_cycle, "block": exact_tree.block_cycle_law}[rule]
+
+
 def _laws_from_cycle(law, v, gamma, state_of):
     """first-token law, accepted-length law, and per-state correction and bonus laws from an exact cycle law."""
     first, length = np.zeros(v), np.zeros(gamma + 1)
@@ -128,7 +134,7 @@ def test_laws_match_enumeration_context_free(rule, seed):
     v, gamma = 4, 3
     p, q = _fraction_rows(rng, v, 2)
     scenario = context_free("t", "", [float(x) for x in p], [float(x) for x in q], gamma)
-    cycle = (exact.cycle_law if rule == "exact" else _match_cycle)(lambda c: p, lambda c: q, (0,), gamma)
+    cycle = _cycle_law(rule)(lambda c: p, lambda c: q, (0,), gamma)
     first, length, correction, bonus = _laws_from_cycle(cycle, v, gamma, lambda accepted: 0)
     assert np.allclose(first, scenario.target[0], atol=1e-12), "the output law is p under every rule"
     assert np.allclose(length, laws.length_law(scenario, 0, gamma, rule), atol=1e-12)
@@ -149,7 +155,7 @@ def test_laws_match_enumeration_markov(rule, seed):
     scenario = markov("m", "", [[float(x) for x in r] for r in target], [[float(x) for x in r] for r in draft], gamma,
                       start=start)  # fmt: skip
     model_p, model_q = (lambda c: target[c[-1]]), (lambda c: draft[c[-1]])
-    cycle = (exact.cycle_law if rule == "exact" else _match_cycle)(model_p, model_q, (start,), gamma)
+    cycle = _cycle_law(rule)(model_p, model_q, (start,), gamma)
     first, length, correction, bonus = _laws_from_cycle(cycle, v, gamma, lambda acc: acc[-1] if acc else start)
     assert np.allclose(first, scenario.target[start], atol=1e-12)
     assert np.allclose(length, laws.length_law(scenario, start, gamma, rule), atol=1e-12)

@@ -156,6 +156,8 @@ BUILTINS: tuple[Builtin, ...] = (
             "specref.reference.verify, one Python loop over rows on float64 lists"),
     Builtin("batched", "kernel", f"{_ADAPTERS}:batched_adapter",
             "specref.batched.verify: vectorised torch, no loop over B or g"),
+    Builtin("batched-block", "kernel", f"{_ADAPTERS}:batched_block_adapter",
+            "specref.batched.block.verify_block: block verification (Sun et al., ICLR 2025)", rule="block"),
     Builtin("transformers", "kernel", f"{_ADAPTERS}:transformers_adapter",
             "transformers.generation.utils._speculative_sampling, batch 1 per call, looped over rows",
             needs=(TRANSFORMERS,),

@@ -127,6 +127,8 @@ def run_mutants(out: Path, names: list[str], *, seed: int, budget_seconds: float
     for name in names:
         mutant = CATALOGUE[name]
         spec = f"{mutant.verify.__module__}:{mutant.verify.__name__}"  # also a valid `specref conform` IMPL
+        if mutant.rule != "exact":  # the function alone would declare exact: the Mutant carries its rule
+            spec = f"specref.mutants:MUTANTS.{name}"
         adapter = replace(as_adapter(mutant), dtype=getattr(torch, dtype))
         report, wall, error = run_one(adapter, out / mutants_folder(dtype) / name, spec=spec, seed=seed,
                                       budget_seconds=budget_seconds, plots=plots)  # fmt: skip

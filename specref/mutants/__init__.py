@@ -8,18 +8,21 @@ rows (accept tests and residuals) while the bonus keeps p, as in the engines whe
 processing and the rejection sampler did not. Each entry's description says what its verify function does.
 
 Each Mutant is also an adapter-shaped object (`specref.conformance.adapters.as_adapter(mutant)`): it declares
-ragged / point_mass when its bug lives there, and never uniforms (the harness runs mutants as black boxes).
+ragged / point_mass when its bug lives there, the rule it claims to implement (`rule`, exact unless said), and never
+uniforms (the harness runs mutants as black boxes). A mutant that declares a rule other than exact is run from the
+command line as its Mutant, so that the declaration travels: `specref conform specref.mutants:MUTANTS.<name>`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 from ..conformance.chain.kinds import DECLARED as _CHAIN_KINDS  # noqa: F401 -- the kinds caught_by names
 from ..conformance.engine.registry import check_caught_by
 from ..conformance.tree.kinds import DECLARED as _TREE_KINDS  # noqa: F401
-from . import bugs, lossy
+from . import block, bugs, lossy
 
 
 @dataclass
@@ -34,6 +37,7 @@ class Mutant:
     ragged: bool = False  # declares num_draft (its bug is in the ragged path)
     point_mass: bool = False  # declares draft_probs=None (its bug is in the point-mass path)
     uniforms: bool = False
+    rule: str = "exact"  # the verification rule it declares (specref.conformance.chain.laws.RULES)
 
     @property
     def notes(self) -> str:
@@ -186,6 +190,20 @@ _ENTRIES = [
         "vLLM PR 41044",
     ),
     _entry(
+        block.block_token_rule,
+        "Block rule",
+        ["accepted_length_law", "mean_tau", "correction_law"],
+        "vllm-ascend block_verify before its fix: token acceptance and residual (issue 7807, fixed by PR 7808)",
+        rule="block",
+    ),
+    _entry(
+        block.block_token_residual,
+        "Block rule",
+        ["correction_law"],
+        "a half-fix of vllm-ascend issue 7807: block acceptance, the token rule's residual",
+        rule="block",
+    ),
+    _entry(
         lossy.typical_acceptance,
         "Lossy by configuration",
         ["first_token_law", "joint_law"],
@@ -216,5 +234,7 @@ _ENTRIES = [
 ]
 
 CATALOGUE: dict[str, Mutant] = {mutant.name: mutant for mutant in _ENTRIES}
+#: The catalogue by attribute: `specref conform specref.mutants:MUTANTS.<name>` runs a mutant with its declarations.
+MUTANTS = SimpleNamespace(**CATALOGUE)
 
-__all__ = ["CATALOGUE", "Mutant"]
+__all__ = ["CATALOGUE", "MUTANTS", "Mutant"]

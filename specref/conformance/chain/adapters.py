@@ -131,6 +131,57 @@ def batched_adapter() -> Adapter:
     )
 
 
+def batched_block_adapter() -> Adapter:
+    from ...batched.block import verify_block
+
+    return Adapter(
+        "batched-block",
+        verify_block,
+        ragged=True,
+        point_mass=True,
+        uniforms=True,
+        uniform_dtype=torch.float32,
+        rule="block",
+        notes="specref.batched.block.verify_block: block verification (Sun et al., ICLR 2025), vectorised torch",
+    )
+
+
+def _block_reference_verify(target_probs, draft_probs, draft_tokens, generator=None, *, num_draft=None,
+                            uniforms=None):  # fmt: skip
+    """specref.reference.block.verify_block per row on float64 lists; uniforms [B, g+1] replayed through Injected,
+    u_g feeding the final draw of every row (the batched engine's convention)."""
+    from ...reference import block
+
+    batch, gamma = draft_tokens.shape
+    if uniforms is None:
+        if generator is None:
+            raise ValueError("generator=None and uniforms=None: the block reference adapter needs one of them")
+        uniforms = torch.rand(batch, gamma + 1, generator=generator, dtype=torch.float64, device=generator.device)
+    target_rows = target_probs.double().tolist()
+    draft_rows = None if draft_probs is None else draft_probs.double().tolist()
+    tokens, u = draft_tokens.tolist(), uniforms.double().tolist()
+    counts = [gamma] * batch if num_draft is None else [int(n) for n in num_draft.tolist()]
+    emitted = []
+    for b, n in enumerate(counts):
+        row_uniforms = u[b][:n] + [u[b][gamma]]
+        if n == 0:  # no drafts: the bonus alone, drawn from p_1
+            emitted.append([inverse_cdf(target_rows[b][0], row_uniforms[-1])])
+            continue
+        q = None if draft_rows is None else draft_rows[b][:n]
+        emitted.append(block.verify_block(target_rows[b][: n + 1], q, tokens[b][:n], Injected(row_uniforms)))
+    return contract_output(emitted, gamma, target_probs.device)
+
+
+def block_reference_adapter() -> Adapter:
+    return Adapter("block-reference", _block_reference_verify, ragged=True, point_mass=True, uniforms=True,
+                   dtype=torch.float64, uniform_dtype=torch.float64, rule="block",
+                   notes="specref.reference.block.verify_block, a Python loop over rows on float64 lists")  # fmt: skip
+
+
+#: The reference engine of each rule that has one, in specref's uniforms convention: what coupling compares with.
+REFERENCES = {"exact": reference_adapter, "block": block_reference_adapter}
+
+
 # --- transformers: transformers/generation/utils.py `_speculative_sampling` (read with inspect.getsource, 5.24) ---
 # It takes logits (we pass log(probs); log 0 = -inf, and softmax(-inf) = 0 exactly), handles one sequence, and
 # draws from torch's global RNG (rand_like, then multinomial). Per call the global RNG takes the state of the

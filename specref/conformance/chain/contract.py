@@ -23,7 +23,7 @@ from ..engine.registry import CHAIN
 from ..engine.report import detection_words
 from ..engine.run_checks import run_checks
 from . import laws, snippet
-from .adapters import Adapter, as_adapter
+from .adapters import REFERENCES, Adapter, as_adapter
 from .coupling import chain_coupling
 from .diagnosis import rule_diagnosis
 from .form import CHAIN as FORM
@@ -84,8 +84,8 @@ class ChainContract(Contract):
 
     def run_checks(self, caller, plan, seed: int, stopped: str | None) -> tuple[list, list]:
         adapter = caller.adapter
-        # the reference engine implements the exact rule, in specref's uniforms convention
-        coupled = adapter.uniforms and adapter.coupled and adapter.rule == "exact"
+        # the rules with a reference engine in specref's uniforms convention (adapters.REFERENCES)
+        coupled = adapter.uniforms and adapter.coupled and adapter.rule in REFERENCES
         return run_checks(caller, SCENARIOS["cf_dense_g4"].given(adapter.dtype), coupled, chain_coupling, seed,
                           stopped)  # fmt: skip
 
@@ -159,7 +159,7 @@ def plot_series(tally) -> dict:
     if length.sum():
         expected = sum(length[s].sum() * laws.length_law(sc, s, sc.gamma, tally.rule) for s in range(length.shape[0]))
         series["length"] = {"observed": length.sum(0).tolist(), "expected": np.asarray(expected).tolist()}
-    if sc.context_free and tally.reached.sum():
+    if sc.context_free and tally.reached.sum() and tally.rule in laws.MEMORYLESS:  # one Z at every position
         series["reject"] = {
             "rejected": tally.rejected.tolist(),
             "reached": tally.reached.tolist(),

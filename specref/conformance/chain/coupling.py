@@ -1,6 +1,6 @@
 """The chain kernel's coupling with the reference engine: with injected uniforms (specref.randomness), float64
 rows, the tokens must equal specref.reference's, token for token (adapters that declare `uniforms` in specref's
-convention and the exact rule)."""
+convention and a rule with a reference engine: exact, and block against specref.reference.block)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ from ...stats import CheckResult
 from ..engine.calls import AdapterFailure, Caller
 from ..engine.passes import derive_seed
 from ..engine.results import failure_details, t0_result
-from .adapters import reference_adapter
+from .adapters import REFERENCES
 from .scenarios import SCENARIOS
 
 
 def chain_coupling(caller: Caller, seed: int) -> CheckResult:
-    """Injected uniforms, float64 inputs: tokens must equal specref.reference's, token for token."""
+    """Injected uniforms, float64 inputs: tokens must equal the declared rule's reference engine's, token for token."""
     reference = Caller(
-        reference_adapter(), caller.contract, mode="inline"
+        REFERENCES[caller.adapter.rule](), caller.contract, mode="inline"
     )  # the chain contract, as the caller under test
     mismatches, rows, example = 0, 0, None
     for name in ("cf_dense_g4", "cf_zero_support_g3", "cf_near_equal_g4", "markov_g5", "ragged_g6"):

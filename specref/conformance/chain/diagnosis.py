@@ -5,7 +5,7 @@ its own full plan: the rule checks that rule's plan_for gives every scenario (it
 Bonferroni over that plan as a run declaring it would, and its certain checks: a rejection where it has Z = 0), and
 the residual support it allows. A rule matches only when at least one of its checks was tested and none failed.
 The diagnosis spends no alpha of the run and never changes the verdict. It also gives the acceptance ratio: accepted
-drafts over those exact speculative sampling would accept on the same rows.
+drafts over those the declared rule would accept on the same rows ("against" names that rule unless it is exact).
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from .plan import plan_for
 
 
 def rule_diagnosis(tallies: dict, declared: str, alpha: float) -> dict:
-    """{"rules": {rule: fit}, "acceptance_ratio": observed / expected accepted drafts under the exact rule}."""
-    out: dict = {"rules": {}}
+    """{"rules": {rule: fit}, "acceptance_ratio": observed / expected accepted drafts under the declared rule,
+    "against": the declared rule, where it is not exact}."""
+    out: dict = {"rules": {}} if declared == "exact" else {"rules": {}, "against": declared}
     for rule in laws.RULES:
         if rule != declared:
             out["rules"][rule] = rule_fit(tallies, rule, alpha)
@@ -26,7 +27,7 @@ def rule_diagnosis(tallies: dict, declared: str, alpha: float) -> dict:
     for tally in tallies.values():
         sc = tally.scenario
         if tally.rows and not (sc.probe or sc.identical_rows or sc.point_mass or sc.joint):
-            o, e = tally.mean_accepted("exact")
+            o, e = tally.mean_accepted(declared)
             observed, expected = observed + o, expected + e
     out["acceptance_ratio"] = observed / expected if expected else None
     return out

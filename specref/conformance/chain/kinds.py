@@ -82,9 +82,14 @@ def _reject_plan(sc, rule):
         return None
     z = laws.rejection_mass(sc, rule)[0]
     if z == 0:
-        return CERTAIN  # Z = 0: one rejection is a certain failure
+        return CERTAIN  # Z = 0: one rejection is a certain failure (block too: p == q keeps b = 1 and r = 0)
     if z == 1:
         return "implied by T0 (t0_zero_prob_emitted: every draft has p = 0)"
+    if rule not in laws.MEMORYLESS:
+        return (
+            f"not tested: under rule {rule}, the reject rate given position i was reached is not one Z but "
+            "1 - E_q[b_{i+1}] / E_q[b_i], a function of the accepted-count law (accepted_length_law tests it)"
+        )
     return TEST
 
 
@@ -208,11 +213,7 @@ def no_data(name: str):
 def first_token_given_fixed_drafts(sc, seed: int, rule: str = "exact") -> np.ndarray:
     """Law of the first emitted token when every row shares one draft sequence (the identical-rows scenario)."""
     batch = sc.inputs(1, seed, 0)  # the shared drafts depend on the seed only
-    d = int(batch.draft_tokens[0, 0])
-    a1 = laws.accept_probability(sc, 0, d, rule)
-    law = (1 - a1) * laws.correction_given_draft(sc, 0, d, rule)
-    law[d] += a1
-    return law / law.sum()
+    return laws.first_token_given_drafts(sc, batch.draft_tokens[0], rule)
 
 
 # --- the kinds -----------------------------------------------------------------------------------------------------

@@ -8,8 +8,11 @@ Rules (an adapter declares one with `rule=`; all of them keep the target law, th
   match   sample-and-match (MLX-LM, llama.cpp's server, transformers' prompt lookup; also SGLang's target-only
           verification of sampled drafts): the target draws y ~ P; keep the draft while y == x, else emit y.
           Accept x with P(x); on a rejection of x, emit from P with x removed.
-Point-mass drafts (draft_probs=None) are verified the same way under both rules: accept d with P(d), else emit
-from P with d removed.
+  block   block verification (Sun et al., ICLR 2025, arXiv 2403.10444; specref.reference.block): the weights b_k of
+          the drafted path decide how many drafts are kept, P(A >= k) = E_q[b_k]; on tau < n the correction is
+          drawn from (b_tau p - q)_+ / r_tau. Its laws depend on the path, not on the state alone: block_laws.py.
+Point-mass drafts (draft_probs=None) are verified the same way under every rule: accept d with P(d), else emit
+from P with d removed (block's weights b_k are then prod p(x_i), and its residual is p without the next draft).
 
 With m[s, x] the probability that a draft x is drawn in state s and accepted -- min(P, Q) under exact, Q * P under
 match and for point-mass drafts -- the accepted count A obeys P(A >= k) = sum over draft paths of prod m, computed
@@ -20,12 +23,23 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import block_laws
 from .scenarios import Scenario
 
 RULES = {
     "exact": "exact speculative sampling: accept with min(1, p/q), correction from max(0, p - q) / Z",
     "match": "sample-and-match: the target samples y ~ p, drafts are kept while they equal y",
+    "block": "block verification: P(tau >= k) = E_q[b_k], correction from (b_tau p - q)_+ (Sun et al., ICLR 2025)",
 }
+#: The rules whose reject indicator at a position depends on the state there alone, so that on a context-free
+#: scenario P(reject at i | i reached) is Z at every position (reject_rate). Block's depends on the drafts before i:
+#: 1 - E_q[b_{i+1}] / E_q[b_i], a function of the accepted-count law that accepted_length_law tests.
+MEMORYLESS = ("exact", "match")
+
+
+def _block(scenario: Scenario, rule: str) -> bool:
+    """Block verification on sampled drafts (point masses verify as under the token rule: module docstring)."""
+    return check_rule(rule) == "block" and not scenario.point_mass
 
 
 def check_rule(rule: str) -> str:
@@ -35,7 +49,7 @@ def check_rule(rule: str) -> str:
 
 
 def accept_mass(scenario: Scenario, rule: str = "exact") -> np.ndarray:
-    """m [S, V]: probability of drafting x in state s and accepting it."""
+    """m [S, V]: probability of drafting x in state s and accepting it (under block: at b = 1, the first draft)."""
     if scenario.point_mass or check_rule(rule) == "match":
         return scenario.draft * scenario.target
     return np.minimum(scenario.target, scenario.draft)
@@ -43,6 +57,8 @@ def accept_mass(scenario: Scenario, rule: str = "exact") -> np.ndarray:
 
 def accepted_at_least(scenario: Scenario, start: int, num_draft: int, rule: str = "exact") -> np.ndarray:
     """[num_draft + 1]: P(A >= k) for k = 0..num_draft, from start state `start`."""
+    if _block(scenario, rule):
+        return block_laws.laws(scenario, start)["tail"][: num_draft + 1].copy()
     m = accept_mass(scenario, rule)
     states = scenario.target.shape[0]
     alpha = np.zeros(states)
@@ -58,6 +74,8 @@ def accepted_at_least(scenario: Scenario, start: int, num_draft: int, rule: str 
 
 def length_law(scenario: Scenario, start: int, num_draft: int, rule: str = "exact") -> np.ndarray:
     """[g+1]: P(A = k) for k = 0..g (zero past num_draft)."""
+    if _block(scenario, rule):
+        return block_laws.length_law(scenario, start, num_draft)
     tail = accepted_at_least(scenario, start, num_draft, rule)
     law = np.zeros(scenario.gamma + 1)
     law[: num_draft + 1] = tail - np.append(tail[1:], 0.0)
@@ -91,11 +109,13 @@ def correction_law(scenario: Scenario, rule: str = "exact") -> np.ndarray:
         return point_mass_residuals(scenario)
     if check_rule(rule) == "match":
         return _normalise_rows(scenario.target * (1.0 - scenario.draft))
+    if rule == "block":
+        return block_laws.correction_law(scenario)
     return residuals(scenario)
 
 
 def correction_given_draft(scenario: Scenario, state: int, draft: int, rule: str = "exact") -> np.ndarray:
-    """[V]: the correction's law once draft `draft` was rejected in state `state`."""
+    """[V]: the correction's law once draft `draft` was rejected in state `state` (exact and match)."""
     if scenario.point_mass or check_rule(rule) == "match":
         return point_mass_residuals(scenario)[state * scenario.vocab_size + draft]
     return residuals(scenario)[state]
@@ -110,8 +130,11 @@ def accept_probability(scenario: Scenario, state: int, draft: int, rule: str = "
 
 
 def rejection_mass(scenario: Scenario, rule: str = "exact") -> np.ndarray:
-    """[S]: Z[s] = P(reject | state s) = 1 - sum_x m[s, x], clipped to [0, 1] (rounding can leave -1e-16)."""
-    if not scenario.point_mass and check_rule(rule) == "exact":  # sum (P - Q)_+ is exact-rule Z, and never < 0
+    """[S]: Z[s] = P(reject | state s) = 1 - sum_x m[s, x], clipped to [0, 1] (rounding can leave -1e-16).
+
+    Under block, Z[s] is the rejection mass at b = 1 (a block from state s stops at 0 with it): 0 iff p_s == q_s,
+    where block never stops either (b stays 1 and r = 0), and 1 iff their supports are disjoint (b_1 = 0)."""
+    if not scenario.point_mass and check_rule(rule) in ("exact", "block"):  # sum (P - Q)_+ is exact's Z, never < 0
         return np.clip(np.clip(scenario.target - scenario.draft, 0.0, None).sum(1), 0.0, 1.0)
     return np.clip(1.0 - accept_mass(scenario, rule).sum(1), 0.0, 1.0)
 
@@ -120,6 +143,8 @@ def may_correct(target_rows: np.ndarray, draft_rows: np.ndarray | None, drafts: 
     """[R, V] bool: where a correction may land after draft drafts[r] was rejected on rows (p, q).
 
     exact: where max(0, p - q) > 0, anywhere with p > 0 if that residual is numerically empty;
+    block: as exact, a sound bound that needs no weight b (b p - q > 0 with b <= 1 implies p > q): the law of
+    where it lands is correction_law's (computing b per row would charge the verifier's own rounding of b p = q);
     match and point mass: where p > 0, except the rejected draft.
     """
     rows = np.arange(len(drafts))
@@ -131,6 +156,17 @@ def may_correct(target_rows: np.ndarray, draft_rows: np.ndarray | None, drafts: 
     empty = ~allowed.any(1)
     allowed[empty] = target_rows[empty] > 0
     return allowed
+
+
+def first_token_given_drafts(scenario: Scenario, drafts, rule: str = "exact") -> np.ndarray:
+    """[V]: the law of the first emitted token when every row carries the drafts `drafts` [g] from the start state."""
+    if _block(scenario, rule):
+        return block_laws.first_token_given_drafts(scenario, drafts)
+    start, d = int(scenario.starts[0]), int(drafts[0])
+    a1 = accept_probability(scenario, start, d, rule)
+    law = (1 - a1) * correction_given_draft(scenario, start, d, rule)
+    law[d] += a1
+    return law / law.sum()
 
 
 def sequence_law(scenario: Scenario, start: int, n: int) -> np.ndarray:
