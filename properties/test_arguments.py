@@ -17,6 +17,7 @@ from specref.conformance import run
 from specref.conformance.chain.adapters import builtin_adapters
 from specref.errors import UsageError
 
+pytest_plugins = ["pytester"]  # the plugin tests below run pytest in pytest
 pytestmark = pytest.mark.exact
 
 REPO = Path(__file__).resolve().parents[1]
