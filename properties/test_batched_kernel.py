@@ -8,8 +8,10 @@ either way.
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -218,8 +220,21 @@ def test_triton_kernel_under_the_interpreter():
 
 
 def test_compiles_from_an_empty_cache(compiled, monkeypatch, tmp_path):
-    monkeypatch.setenv("SPECREF_CACHE", str(tmp_path))
+    """Two builders at once (as pytest-xdist workers on a cold cache) compile it once: the compiler, wrapped to
+    count its runs, runs once, and both get the same library."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("SPECREF_CACHE", str(cache))
+    runs = tmp_path / "compiler-runs"
+    wrapper = tmp_path / "cc"
+    wrapper.write_text(
+        f'#!/bin/sh\necho run >> {shlex.quote(str(runs))}\nexec {shlex.join(cpu_kernel._compiler())} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CC", str(wrapper))
+    with ThreadPoolExecutor(2) as pool:  # flock excludes each open of the directory, threads included
+        built = list(pool.map(lambda _: cpu_kernel._compile(), range(2)))
+    assert built[0] == built[1] and runs.read_text().split() == ["run"]
     monkeypatch.setattr(cpu_kernel, "_loaded", {})
     status = cpu_kernel.status()
-    assert status.startswith("compiled: ") and status.endswith(".so") and str(tmp_path / "kernels") in status
-    assert [p.suffix for p in (tmp_path / "kernels").iterdir()] == [".so"]  # no scratch left behind
+    assert status.startswith("compiled: ") and status.endswith(".so") and str(cache / "kernels") in status
+    assert [p.suffix for p in (cache / "kernels").iterdir()] == [".so"]  # no scratch left behind

@@ -12,6 +12,7 @@ compiler `block_sums` returns None and `status()` says why.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import os
@@ -25,6 +26,11 @@ import threading
 from pathlib import Path
 
 import torch
+
+try:
+    import fcntl
+except ImportError:  # not POSIX
+    fcntl = None
 
 SOURCE = Path(__file__).with_name("block_sums.c")
 #: Every file of the library: the sources compiled, and the headers they include.
@@ -198,14 +204,32 @@ def _compile() -> Path:
     path = directory / f"block_sums-{key}.so"
     if path.exists():
         return path
-    with tempfile.TemporaryDirectory(dir=directory) as scratch:
-        built = Path(scratch) / path.name
-        command = [*compiler, *FLAGS, "-o", str(built), *map(str, SOURCES)]
-        result = subprocess.run(command, capture_output=True, text=True, timeout=120)
-        if result.returncode != 0:
-            raise RuntimeError(f"{shlex.join(command)} failed: {result.stderr.strip()[-500:]}")
-        os.replace(built, path)  # atomic: concurrent builders (pytest-xdist workers) race harmlessly
+    with _exclusive(directory):  # concurrent builders (pytest-xdist workers) compile it once
+        if path.exists():
+            return path
+        with tempfile.TemporaryDirectory(dir=directory) as scratch:
+            built = Path(scratch) / path.name
+            command = [*compiler, *FLAGS, "-o", str(built), *map(str, SOURCES)]
+            result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+            if result.returncode != 0:
+                raise RuntimeError(f"{shlex.join(command)} failed: {result.stderr.strip()[-500:]}")
+            os.replace(built, path)  # atomic: without the lock (no fcntl) builders race harmlessly
     return path
+
+
+@contextlib.contextmanager
+def _exclusive(directory: Path):
+    """An exclusive lock on the directory itself while the block runs, so that no lock file is left in it (fcntl;
+    none where it is missing)."""
+    if fcntl is None:
+        yield
+        return
+    handle = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)  # releases the lock
 
 
 def _compiler() -> list[str]:
