@@ -66,8 +66,8 @@ def timings(session: nox.Session) -> None:
 
     Every cache of specref's is a new empty folder (SPECREF_CACHE: kernels, tiny models, test venvs), and so are
     matplotlib's and pip's; nox recreates this session's venv (unless -r). Timed: nox's start to this session (the
-    venv), the install, pytest (its junit XML gives each test's seconds, the set-up steps tests print, and the
-    per-file worker-seconds), with the load average before and after. `-- --cache DIR` keeps the cache in DIR
+    venv), the install, pytest (its junit XML gives each test's wall and CPU seconds, .ci/cpu_times.py, and the
+    set-up steps tests print), with the load average before and after. `-- --cache DIR` keeps the cache in DIR
     instead (a second run with the same DIR and -r measures the warm suite).
     """
     steps, load_before = [], os.getloadavg()
@@ -84,8 +84,9 @@ def timings(session: nox.Session) -> None:
         with _step(steps, "install"):
             install(session, "test,transformers,plots", TORCH_CPU, TRITON, env=env)
         with _step(steps, "pytest"):
-            session.run(*_ci_pytest("--junitxml", str(junit), "-o", "junit_logging=system-out", "--durations=15"),
-                        env={**env, "SPECREF_DEVICE": "cpu"})  # fmt: skip
+            session.run(*_ci_pytest("-p", "cpu_times", "--junitxml", str(junit), "-o", "junit_logging=system-out",
+                                    "--durations=15"),
+                        env={**env, "SPECREF_DEVICE": "cpu", "PYTHONPATH": str(Path(".ci").resolve())})  # fmt: skip
     finally:  # a failed run is reported too
         kept = f"kept in {cache}" if "--cache" in args else "empty at the start"
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
