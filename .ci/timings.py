@@ -103,9 +103,12 @@ def main(argv=None) -> int:
     contents = built(args.cache)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "timings.md").write_text(render(steps, rows, contents))
-    tests_record = [{key: row[key] for key in ("id", "seconds", "cpu", "outcome")} for row in rows]
-    record = {**steps, "cache": {name: size for name, _, size in contents}, "tests": tests_record}
-    (args.out / "timings.json").write_text(json.dumps(record, indent=1) + "\n")
+    record = {**steps, "cache": {name: size for name, _, size in contents},
+              "test_columns": ["id", "worker-seconds", "CPU seconds", "outcome"], "tests": "TESTS"}  # fmt: skip
+    test_lines = ",\n".join(json.dumps([row["id"], round(row["seconds"], 2), round(row["cpu"], 2), row["outcome"]])
+                       for row in rows)  # fmt: skip
+    text = json.dumps(record, indent=1).replace('"TESTS"', "[\n" + test_lines + "\n]")  # one line per test
+    (args.out / "timings.json").write_text(text + "\n")
     print(f"wrote {args.out / 'timings.md'}")
     return 0
 
