@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import resource
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -20,8 +24,9 @@ TORCH_CPU = "torch==2.13.0"
 TRITON = "triton==3.9.0; platform_system == 'Linux' and platform_machine == 'x86_64'"
 
 
-def install(session: nox.Session, extras: str = "test,transformers,plots", torch: str = TORCH_CPU, *extra: str) -> None:
-    session.install(torch, *extra, "-e", f".[{extras}]")
+def install(session: nox.Session, extras: str = "test,transformers,plots", torch: str = TORCH_CPU, *extra: str,
+            env: dict | None = None) -> None:  # fmt: skip
+    session.install(torch, *extra, "-e", f".[{extras}]", env=env)
 
 
 TIERS = ("exact", "statistical", "hypothesis_stat")  # cheapest and most certain first
@@ -47,8 +52,74 @@ def properties(session: nox.Session) -> None:
     if session.posargs:
         session.run("python", "-m", "pytest", "-n", "auto", *session.posargs)
         return
-    session.run("python", "-m", "pytest", "-n", "auto", "-p", "no:benchmark", "properties", "gpu_tests",
-                "-m", CI_MARKERS, env={"SPECREF_DEVICE": "cpu"})  # fmt: skip
+    session.run(*_ci_pytest(), env={"SPECREF_DEVICE": "cpu"})
+
+
+def _ci_pytest(*extra: str) -> tuple[str, ...]:
+    return ("python", "-m", "pytest", "-n", "auto", "-p", "no:benchmark", "properties", "gpu_tests", "-m", CI_MARKERS,
+            *extra)  # fmt: skip
+
+
+@nox.session(default=False, venv_params=["--system-site-packages"])
+def timings(session: nox.Session) -> None:
+    """The CI suite (`properties`) from empty caches, and where its time goes -> reports/timings.md, timings.json.
+
+    Every cache of specref's is a new empty folder (SPECREF_CACHE: kernels, tiny models, test venvs), and so are
+    matplotlib's and pip's; nox recreates this session's venv (unless -r). Timed: nox's start to this session (the
+    venv), the install, pytest (its junit XML gives each test's wall and CPU seconds, .ci/cpu_times.py, and the
+    set-up steps tests print), with the load average before and after. `-- --cache DIR` keeps the cache in DIR
+    instead (a second run with the same DIR and -r measures the warm suite).
+    """
+    steps, load_before = [], os.getloadavg()
+    started_nox = _process_start_time()
+    if started_nox is not None:
+        steps.append({"name": "nox start to session start (venv)", "wall": time.time() - started_nox, "cpu": None})
+    args = list(session.posargs)
+    root = Path(tempfile.mkdtemp(prefix="specref-timings-"))
+    cache = Path(args[args.index("--cache") + 1]).resolve() if "--cache" in args else root / "cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    env = {"SPECREF_CACHE": str(cache), "MPLCONFIGDIR": str(root / "matplotlib"), "PIP_CACHE_DIR": str(root / "pip")}
+    junit = root / "junit.xml"
+    try:
+        with _step(steps, "install"):
+            install(session, "test,transformers,plots", TORCH_CPU, TRITON, env=env)
+        with _step(steps, "pytest"):
+            session.run(*_ci_pytest("-p", "cpu_times", "--junitxml", str(junit), "-o", "junit_logging=system-out",
+                                    "--durations=15"),
+                        env={**env, "SPECREF_DEVICE": "cpu", "PYTHONPATH": str(Path(".ci").resolve())})  # fmt: skip
+    finally:  # a failed run is reported too
+        kept = f"kept in {cache}" if "--cache" in args else "empty at the start"
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        title = f"`nox -s timings` on {os.cpu_count()} CPUs, {when}, cache {kept}."
+        record = {"title": title, "steps": steps, "load_before": load_before, "load_after": os.getloadavg()}
+        (root / "steps.json").write_text(json.dumps(record))
+        session.run("python", ".ci/timings.py", "--steps", str(root / "steps.json"), "--junit", str(junit),
+                    "--cache", str(cache), "--out", "reports")  # fmt: skip
+
+
+@contextlib.contextmanager
+def _step(steps: list, name: str):
+    """Append {name, wall, cpu} for the block to steps (cpu: user + system seconds of the processes it ran)."""
+    clock, cpu = time.perf_counter(), _children_cpu()
+    try:
+        yield
+    finally:
+        steps.append({"name": name, "wall": time.perf_counter() - clock, "cpu": _children_cpu() - cpu})
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _process_start_time() -> float | None:
+    """This process's start (epoch seconds), from /proc (Linux); None elsewhere."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line[:5] == "btime")
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
 
 
 @nox.session(default=False)

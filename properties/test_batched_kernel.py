@@ -8,8 +8,10 @@ either way.
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -91,7 +93,8 @@ def test_placeholder_draft_rows_are_never_read(compiled):
 @pytest.mark.parametrize("point_mass", [False, True])
 def test_engine_draws_the_same_tokens_with_and_without_the_kernel(compiled, monkeypatch, dtype, point_mass):
     """Only the order of summation inside a block differs, so a token can differ only where u lands within a few
-    1e-7 of a block boundary: these seeded 4096 rows have none (a difference is a bug, not chance)."""
+    1e-7 of a block boundary: these seeded 4096 rows have none (a difference is a bug, not chance). Three paths:
+    the whole chain in one C call, torch's accept tests with the C draw, torch alone."""
     gen = torch.Generator().manual_seed(11)
     batch, gamma, vocab_size = 4096, 3, 3000
     target = random_rows(gen, (batch, gamma + 1, vocab_size), dtype)
@@ -101,13 +104,19 @@ def test_engine_draws_the_same_tokens_with_and_without_the_kernel(compiled, monk
     uniforms = torch.rand(batch, gamma + 1, generator=gen)
     args = (target, None if point_mass else draft, tokens)
     calls = []
-    kernel = cpu_kernel.draw
-    monkeypatch.setattr(cpu_kernel, "draw", lambda *a, **k: calls.append(1) or kernel(*a, **k))
+    for name in ("chain", "draw"):
+        kernel = getattr(cpu_kernel, name)
+        monkeypatch.setattr(
+            cpu_kernel, name, lambda *a, name=name, kernel=kernel, **k: calls.append(name) or kernel(*a, **k)
+        )
     with_kernel = batched.verify(*args, num_draft=num_draft, uniforms=uniforms)
-    assert calls == [1]  # the kernel did run
+    assert calls == ["chain"]  # the whole chain ran in C
+    monkeypatch.setattr(kernels, "chain", lambda *args: None)
+    assert torch.equal(batched.verify(*args, num_draft=num_draft, uniforms=uniforms), with_kernel)
+    assert calls == ["chain", "draw"]  # torch's accept tests, then the C draw
     monkeypatch.setattr(kernels, "ENABLED", False)
     assert torch.equal(batched.verify(*args, num_draft=num_draft, uniforms=uniforms), with_kernel)
-    assert calls == [1]
+    assert calls == ["chain", "draw"]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
@@ -129,6 +138,17 @@ def test_fused_draw_is_the_two_level_draw_on_the_kernels_sums(compiled, dtype, v
     sums, token, ok = kernels.draw(*final, BLOCK, boundary[:, 0].float())
     expected_token, expected_ok = batched_draw._inverse_cdf_blocked(sums, final, boundary[:, 0].float(), torch.float32)
     assert torch.equal(ok, expected_ok) and torch.equal(token[ok], expected_token[ok])
+
+
+@pytest.mark.parametrize("bad_token", [-1, 300])
+def test_a_token_out_of_range_gets_torchs_error_not_a_read_out_of_bounds(compiled, bad_token):
+    """validate=False skips the data checks; the chain kernel checks its indices before reading and leaves such
+    inputs to the torch path, which raises its own index error."""
+    gen = torch.Generator().manual_seed(4)
+    target, draft = random_rows(gen, (3, 3, 300), torch.float32), random_rows(gen, (3, 2, 300), torch.float32)
+    tokens = torch.tensor([[1, 2], [3, bad_token], [5, 6]])
+    with pytest.raises((IndexError, RuntimeError), match="out of bounds|out of range"):
+        batched.verify(target, draft, tokens, uniforms=torch.zeros(3, 3), validate=False)
 
 
 def test_inputs_the_kernel_does_not_take_fall_back_to_torch(compiled):
@@ -218,8 +238,21 @@ def test_triton_kernel_under_the_interpreter():
 
 
 def test_compiles_from_an_empty_cache(compiled, monkeypatch, tmp_path):
-    monkeypatch.setenv("SPECREF_CACHE", str(tmp_path))
+    """Two builders at once (as pytest-xdist workers on a cold cache) compile it once: the compiler, wrapped to
+    count its runs, runs once, and both get the same library."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("SPECREF_CACHE", str(cache))
+    runs = tmp_path / "compiler-runs"
+    wrapper = tmp_path / "cc"
+    wrapper.write_text(
+        f'#!/bin/sh\necho run >> {shlex.quote(str(runs))}\nexec {shlex.join(cpu_kernel._compiler())} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CC", str(wrapper))
+    with ThreadPoolExecutor(2) as pool:  # flock excludes each open of the directory, threads included
+        built = list(pool.map(lambda _: cpu_kernel._compile(), range(2)))
+    assert built[0] == built[1] and runs.read_text().split() == ["run"]
     monkeypatch.setattr(cpu_kernel, "_loaded", {})
     status = cpu_kernel.status()
-    assert status.startswith("compiled: ") and status.endswith(".so") and str(tmp_path / "kernels") in status
-    assert [p.suffix for p in (tmp_path / "kernels").iterdir()] == [".so"]  # no scratch left behind
+    assert status.startswith("compiled: ") and status.endswith(".so") and str(cache / "kernels") in status
+    assert [p.suffix for p in (cache / "kernels").iterdir()] == [".so"]  # no scratch left behind

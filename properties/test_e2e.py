@@ -8,6 +8,10 @@ on first use (a few seconds of training) and cached under $SPECREF_CACHE or ~/.c
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -81,6 +85,29 @@ def test_draft_rebuilds_bit_for_bit(tmp_path):
     second = tiny.load_or_build(tiny.DRAFT, cache=tmp_path / "b")
     reloaded = tiny.load_or_build(tiny.DRAFT, cache=tmp_path / "a")  # from save_pretrained
     assert rebuild.same_weights(first, second) and rebuild.same_weights(first, reloaded)
+
+
+@pytest.mark.exact
+def test_a_model_two_builders_miss_at_once_is_built_once(tmp_path):
+    """As pytest-xdist workers on a cold cache: the second waits for the first's build and loads it."""
+    builds = []
+
+    class Saved:  # what `tiny.cached` uses of a model
+        def save_pretrained(self, path):
+            Path(path).mkdir()
+            (Path(path) / "config.json").write_text("{}")
+
+        def eval(self):
+            return self
+
+    def build():
+        builds.append(1)
+        time.sleep(0.3)  # both miss before either saves, unless the lock holds the second back
+        return Saved()
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda _: tiny.cached(tmp_path / "model", Saved, build), range(2)))
+    assert builds == [1] and (tmp_path / "model" / "config.json").is_file()
 
 
 @pytest.mark.exact

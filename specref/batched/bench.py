@@ -3,7 +3,8 @@
 Compared, on the same inputs (`--quick`: three cases):
   * batched       specref.batched.verify(validate=False), with the fused kernel of `specref.batched.kernels` where
                   it applies (the report says which)
-  * torch ops     the same engine with the fused kernel off (SPECREF_KERNELS=0): its final draw by torch operations
+  * torch ops     the same engine with the fused kernel off (SPECREF_KERNELS=0): its accept tests and final draw
+                  by torch operations
   * naive         a plain torch verifier: full [B, g, V] residual, division by the sum, torch.multinomial
   * transformers  transformers.generation.utils._speculative_sampling looped over the rows (it takes logits: we
                   pass log-probabilities); rows past --hf-rows are extrapolated linearly and marked so
@@ -206,7 +207,7 @@ def bench_case(batch, gamma, vocab, dtype_name, device, timer, hf_rows):
 def kernel_label(device) -> str:
     status = kernels.status(device)
     if status.startswith("compiled"):
-        return "the C kernel (specref/batched/kernels/block_sums.c)"
+        return "the C kernel (specref/batched/kernels/block_sums.c; chains: the whole verification in one call)"
     if status.startswith("triton"):
         return "the Triton kernel (" + status + ")"
     return "torch operations (fused kernel " + status + ")"

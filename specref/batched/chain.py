@@ -17,7 +17,10 @@ block's mass, far below what any law check can see.
 Cost. No Python loop over B or g, and no [B, g, V] temporary: the accept ratios are gathered at the drafted tokens
 ([B, g]); each row then reads one target row and one draft row ([B, V]) at its first rejection, or one target row
 (p_{g+1}) when every draft is accepted. A fused kernel (`specref.batched.kernels`: C on CPU, Triton on CUDA) reads
-those rows once; without one, torch operations copy and combine them.
+those rows once; without one, torch operations copy and combine them. On CPU, fp32/fp16/bf16 inputs with
+V > BLOCK go through one C call for the whole verification (`draw.fused_chain`: the accept tests with the same fp32
+operations as below, the draw, the emitted tokens), which saves the dozen torch operations' fixed cost and their
+reads of cold memory.
 
 Randomness. With a generator, the uniforms are one torch.rand draw of shape [B, g+1] (see `draw_uniforms`), so a
 row's uniforms depend on its index in the batch. With injected uniforms a row's result depends on that row alone.
@@ -32,7 +35,7 @@ from __future__ import annotations
 
 import torch
 
-from .draw import FinalRows, final_draw, release_workspace
+from .draw import FinalRows, final_draw, fused_chain, release_workspace
 from .validation import check_shapes, check_values, compute_dtype
 
 __all__ = ["verify", "verify_logits", "draw_uniforms", "num_emitted", "release_workspace"]
@@ -56,6 +59,9 @@ def verify(
     dtype, uniforms = checked_uniforms(
         target_probs, draft_probs, draft_tokens, generator, num_draft, uniforms, validate
     )
+    fused = fused_chain(target_probs, draft_probs, draft_tokens, num_draft, uniforms, dtype)  # CPU: one C call
+    if fused is not None:
+        return fused
     batch, rows, vocab_size = target_probs.shape
     gamma = rows - 1
     device = target_probs.device

@@ -16,6 +16,7 @@ Two paths:
     most, far below what any law check can see; a threshold that overshoots the chosen block goes to the exact path.
     On CPU the C kernel does both levels in one call (`kernels.draw`): one read of each input row from memory, then
     the chosen block again from cache, with the same float64 additions as the torch second level.
+On CPU `fused_chain` runs the accept tests of `specref.batched.chain` in that same call too (`kernels.chain`).
 Rows the fast paths cannot decide (rare) are redone by a full float64 scan (`_slow_path`).
 """
 
@@ -67,6 +68,23 @@ def final_draw(final: FinalRows, u: torch.Tensor, dtype: torch.dtype) -> torch.T
     if bool((~ok).any()):  # rare: an empty residual, or a threshold that rounds past the end of a block or row
         token = _slow_path(token, ok, final, u, dtype)
     return token
+
+
+def fused_chain(target_probs, draft_probs, draft_tokens, num_draft, uniforms, dtype) -> torch.Tensor | None:
+    """The emitted tokens [B, g+1] of `specref.batched.chain.verify` by one kernel call (accept tests, final draw,
+    output), where a kernel takes the inputs and the final draw would take the two-level path; else None. The rows
+    it leaves undecided are redone by `_slow_path`, as `final_draw` redoes them."""
+    if dtype == torch.float64 or target_probs.shape[2] <= BLOCK:
+        return None
+    fused = kernels.chain(target_probs, draft_probs, draft_tokens, num_draft, uniforms, BLOCK)
+    if fused is None:
+        return None
+    emitted, (target_row, draft_row, removed), token, ok, undecided = fused
+    if undecided:
+        final = FinalRows(target_probs, draft_probs, target_row, draft_row, removed)
+        token = _slow_path(token, ok, final, uniforms[:, -1].to(dtype), dtype)
+        emitted.scatter_(1, target_row[:, None], token[:, None])  # the final token sits after the k accepted
+    return emitted
 
 
 def full_weights(final: FinalRows, dtype: torch.dtype) -> torch.Tensor:

@@ -12,12 +12,18 @@ by a crc32 of the recipe and the torch/transformers versions. No hub access: HF_
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # not POSIX
+    fcntl = None
 
 import numpy as np
 import torch
@@ -155,15 +161,36 @@ def recipe_key(spec: ModelSpec, corpus: CorpusSpec = CORPUS) -> str:
 
 
 def load_or_build(spec: ModelSpec, corpus: CorpusSpec = CORPUS, *, cache: Path | None = None) -> GPT2LMHeadModel:
-    """The model from the on-disk cache, or built, trained and saved there on a miss."""
+    """The model from the on-disk cache, or built, trained and saved there on a miss (once: see `cached`)."""
     path = (cache or cache_dir()) / recipe_key(spec, corpus)
-    if (path / "config.json").exists():
-        model = GPT2LMHeadModel.from_pretrained(path, local_files_only=True)
-    else:
-        model = train(spec, corpus)
-        save_atomically(model, path)
-    model.eval()
-    return model
+    return cached(
+        path, lambda: GPT2LMHeadModel.from_pretrained(path, local_files_only=True), lambda: train(spec, corpus)
+    )
+
+
+def cached(path: Path, load, build):
+    """load() when a complete copy is saved at path; else build(), saved there atomically, in eval mode.
+
+    The build runs under an exclusive lock on a file beside path, and the lock's holder checks again: processes
+    that miss at once (pytest-xdist workers) build the model once, and the others load it. Without fcntl (not
+    POSIX) each builds its own, as before, and the first to save wins.
+    """
+    if not (path / "config.json").exists():
+        with _lock(path.with_name(path.name + ".lock")):
+            if not (path / "config.json").exists():
+                model = build()
+                save_atomically(model, path)
+                return model.eval()
+    return load().eval()
+
+
+@contextlib.contextmanager
+def _lock(lock_path: Path):
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a") as handle:
+        if fcntl is not None:
+            fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file is closed
+        yield
 
 
 def save_atomically(model, path: Path) -> None:

@@ -21,7 +21,7 @@ import os
 
 import torch
 
-__all__ = ["block_sums", "draw", "tree_walk", "block_verify", "flat_rows", "status", "ENABLED", "DTYPES"]
+__all__ = ["block_sums", "draw", "chain", "tree_walk", "block_verify", "flat_rows", "status", "ENABLED", "DTYPES"]
 
 #: Set to False (or SPECREF_KERNELS=0 in the environment) to use torch operations everywhere.
 ENABLED = os.environ.get("SPECREF_KERNELS", "1") != "0"
@@ -64,6 +64,24 @@ def draw(target_probs, draft_probs, target_row, draft_row, removed, block: int, 
     flat_target_row, flat_draft_row = flat_rows(target_probs, target_row, draft_row)
     removed = removed.to(torch.int64).contiguous()
     return cpu.draw(target_probs, draft_probs, flat_target_row, flat_draft_row, removed, block, u)
+
+
+def chain(target_probs, draft_probs, draft_tokens, num_draft, uniforms, block: int):
+    """The whole chain verification of `specref.batched.chain.verify` in one call where the C kernel takes the
+    inputs (CPU, contiguous, one dtype of DTYPES; uniforms in fp32): (emitted [B, g+1], final rows [3, B], token
+    [B], ok [B], undecided) as `cpu.chain` returns them, else None."""
+    inputs = [target_probs] + ([] if draft_probs is None else [draft_probs])
+    if not ENABLED or target_probs.device.type != "cpu" or target_probs.dtype not in DTYPES:
+        return None
+    if any(not t.is_contiguous() for t in inputs) or (
+        draft_probs is not None and draft_probs.dtype != target_probs.dtype
+    ):
+        return None
+    from . import cpu
+
+    num_draft = None if num_draft is None else num_draft.to(torch.int64).contiguous()
+    tokens = draft_tokens.to(torch.int64).contiguous()
+    return cpu.chain(target_probs, draft_probs, tokens, num_draft, uniforms.to(torch.float32).contiguous(), block)
 
 
 def tree_walk(target_probs, draft_probs, draft_tokens, parents, uniforms, rule: str):

@@ -2,7 +2,8 @@
 
 It reads each input row once and writes only the [B, V / BLOCK] sums, with the rows split across
 torch.get_num_threads() threads. At B = 64, g = 4, V = 32000 fp32 on one thread it takes about the memory floor's
-time, where the torch operations take about 2.3x longer.
+time, where the torch operations take about 2.3x longer. `chain` runs a whole chain verification in one call (the
+accept tests, the draw, the emitted tokens), and checks its indices before it reads any row.
 
 The compiler is $CC, else the first found of Python's, `cc`, `gcc`, `clang`; the library goes to
 $SPECREF_CACHE/kernels (default ~/.cache/specref/kernels; a private temporary directory when neither can be
@@ -12,6 +13,7 @@ compiler `block_sums` returns None and `status()` says why.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import os
@@ -25,6 +27,11 @@ import threading
 from pathlib import Path
 
 import torch
+
+try:
+    import fcntl
+except ImportError:  # not POSIX
+    fcntl = None
 
 SOURCE = Path(__file__).with_name("block_sums.c")
 #: Every file of the library: the sources compiled, and the headers they include.
@@ -97,6 +104,40 @@ def draw(
     if error:
         raise RuntimeError(f"specref_draw returned {error} for dtype {target_probs.dtype}")
     return out, token, ok
+
+
+def chain(
+    target_probs: torch.Tensor,  # [B, g+1, V] contiguous, a dtype of DTYPE_CODES
+    draft_probs: torch.Tensor | None,  # [B, g, V] contiguous, the same dtype; None: point masses
+    draft_tokens: torch.Tensor,  # [B, g] int64, contiguous
+    num_draft: torch.Tensor | None,  # [B] int64, contiguous; None: g
+    uniforms: torch.Tensor,  # [B, g+1] float32, contiguous
+    block: int,
+    threads: int | None = None,
+):
+    """(emitted [B, g+1], final rows [3, B], token [B], ok [B], undecided) of the whole chain verification in one
+    call (`specref_chain` in block_sums.c), or None without a compiled kernel or for indices out of range (the
+    torch path then raises its own error). final rows: the draw's target row, draft row (-1: none) and removed
+    token (-1: none); undecided: the rows whose ok is False."""
+    if _load() is None:
+        return None
+    batch, rows, vocab_size = target_probs.shape
+    threads = _threads(threads, batch * vocab_size)
+    emitted = torch.empty(batch, rows, dtype=torch.int64)
+    final_rows = torch.empty(3, batch, dtype=torch.int64)
+    token, ok = torch.empty(batch, dtype=torch.int64), torch.empty(batch, dtype=torch.bool)
+    sums = torch.empty(batch, -(-vocab_size // block), dtype=torch.float64)
+    undecided = _loaded["chain"](
+        target_probs.data_ptr(), None if draft_probs is None else draft_probs.data_ptr(),
+        DTYPE_CODES[target_probs.dtype], draft_tokens.data_ptr(), None if num_draft is None else num_draft.data_ptr(),
+        uniforms.data_ptr(), batch, rows - 1, vocab_size, block, sums.data_ptr(), token.data_ptr(), ok.data_ptr(),
+        final_rows.data_ptr(), emitted.data_ptr(), threads,
+    )  # fmt: skip
+    if undecided == -2:
+        return None
+    if undecided < 0:
+        raise RuntimeError(f"specref_chain returned {undecided} for dtype {target_probs.dtype}")
+    return emitted, final_rows, token, ok, undecided
 
 
 def tree_walk(
@@ -183,7 +224,11 @@ def _load():
                 block.restype = ctypes.c_int
                 block.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int] + [ctypes.c_void_p] * 3
                 block.argtypes += [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 2 + [ctypes.c_int]
-                _loaded.update(function=function, walk=walk, block=block, path=path)
+                whole_chain = library.specref_chain
+                whole_chain.restype = ctypes.c_int64
+                whole_chain.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int] + [ctypes.c_void_p] * 3
+                whole_chain.argtypes += [ctypes.c_int64] * 4 + [ctypes.c_void_p] * 5 + [ctypes.c_int]
+                _loaded.update(function=function, walk=walk, block=block, chain=whole_chain, path=path)
         return _loaded["function"]
 
 
@@ -198,14 +243,32 @@ def _compile() -> Path:
     path = directory / f"block_sums-{key}.so"
     if path.exists():
         return path
-    with tempfile.TemporaryDirectory(dir=directory) as scratch:
-        built = Path(scratch) / path.name
-        command = [*compiler, *FLAGS, "-o", str(built), *map(str, SOURCES)]
-        result = subprocess.run(command, capture_output=True, text=True, timeout=120)
-        if result.returncode != 0:
-            raise RuntimeError(f"{shlex.join(command)} failed: {result.stderr.strip()[-500:]}")
-        os.replace(built, path)  # atomic: concurrent builders (pytest-xdist workers) race harmlessly
+    with _exclusive(directory):  # concurrent builders (pytest-xdist workers) compile it once
+        if path.exists():
+            return path
+        with tempfile.TemporaryDirectory(dir=directory) as scratch:
+            built = Path(scratch) / path.name
+            command = [*compiler, *FLAGS, "-o", str(built), *map(str, SOURCES)]
+            result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+            if result.returncode != 0:
+                raise RuntimeError(f"{shlex.join(command)} failed: {result.stderr.strip()[-500:]}")
+            os.replace(built, path)  # atomic: without the lock (no fcntl) builders race harmlessly
     return path
+
+
+@contextlib.contextmanager
+def _exclusive(directory: Path):
+    """An exclusive lock on the directory itself while the block runs, so that no lock file is left in it (fcntl;
+    none where it is missing)."""
+    if fcntl is None:
+        yield
+        return
+    handle = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)  # releases the lock
 
 
 def _compiler() -> list[str]:

@@ -163,25 +163,30 @@ LLAMA = LlamaSpec()
 def tiny_llama(spec: LlamaSpec = LLAMA):
     """A tiny Llama trained on specref.hf.tiny's corpus (same recipe as tiny.train), cached under $SPECREF_CACHE."""
     import transformers
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
 
     from ...hf import tiny
 
     recipe = {"spec": asdict(spec), "corpus": asdict(tiny.CORPUS), "torch": torch.__version__,
               "transformers": transformers.__version__}  # fmt: skip
     path = tiny.cache_dir() / f"llama-{zlib.crc32(json.dumps(recipe, sort_keys=True).encode()):08x}"
-    if (path / "config.json").exists():
-        return LlamaForCausalLM.from_pretrained(path, local_files_only=True).eval()
+    return tiny.cached(path, lambda: LlamaForCausalLM.from_pretrained(path, local_files_only=True),
+                       lambda: _train(spec))  # fmt: skip
+
+
+def _train(spec: LlamaSpec):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from ...hf import tiny
+
     config = LlamaConfig(vocab_size=tiny.CORPUS.vocab_size, hidden_size=spec.hidden_size,
                          num_hidden_layers=spec.num_hidden_layers, num_attention_heads=spec.num_attention_heads,
                          num_key_value_heads=spec.num_attention_heads, intermediate_size=spec.intermediate_size,
                          max_position_embeddings=64, bos_token_id=0, eos_token_id=None, pad_token_id=0,
                          tie_word_embeddings=False)  # fmt: skip
     torch.manual_seed(spec.seed)
-    model = tiny.fit(LlamaForCausalLM(config), tiny.CORPUS, seed=spec.seed, lr=spec.lr, train_steps=spec.train_steps,
-                     batch_size=spec.batch_size)  # fmt: skip
-    tiny.save_atomically(model, path)
-    return model
+    return tiny.fit(LlamaForCausalLM(config), tiny.CORPUS, seed=spec.seed, lr=spec.lr, train_steps=spec.train_steps,
+                    batch_size=spec.batch_size)  # fmt: skip
 
 
 def early_exit_pipeline():
