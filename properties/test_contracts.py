@@ -23,6 +23,20 @@ def test_each_subject_has_one_contract():
     assert contract_of(_Pipeline()) == PIPELINE
 
 
+def test_each_contract_row_names_its_bundle():
+    """A contract's name is written in its builtins row, its bundle and the registry's forms: they must agree."""
+    from specref.builtins import CONTRACTS, KINDS
+    from specref.conformance.contracts import contract
+    from specref.conformance.engine import registry
+
+    assert [row.name for row in CONTRACTS] == [CHAIN, PIPELINE, TREE] == [registry.CHAIN, registry.PIPELINE,
+                                                                          registry.TREE]  # fmt: skip
+    for row in CONTRACTS:
+        assert contract(row.name).name == row.name and contract_of(type("S", (), {"kind": row.kind})()) == row.name
+        assert registry.for_contract(row.name), f"{row.name}: no check kind has a form for it"
+    assert len(set(KINDS)) == len(KINDS)
+
+
 def test_run_checks_a_tree_verifier():
     report = run(batched_tree_adapter("mss"), scenarios=["tree_star_cf"], rows=512)
     assert report.adapter.kind == "tree" and report.scenarios["tree_star_cf"]["rows"] == 512, report.summary()
