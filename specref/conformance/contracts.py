@@ -1,6 +1,6 @@
 """Which contract a subject is checked under, decided in this one place, above the engine and every contract.
 
-    contract_of(subject)      -> "chain" | "tree" | "pipeline" | "sampling"  (the row of specref.builtins.CONTRACTS it declares)
+    contract_of(subject)      -> "chain" | "tree" | "pipeline" | "sampling"  (its row of specref.builtins.CONTRACTS)
     contract(name or subject) -> its bundle, an engine.contract.Contract
     scenario_names(adapter)   -> (the scenarios its capabilities allow, every scenario of its contract)
 
