@@ -20,7 +20,7 @@ from specref.conformance.sampling.adapters import (
 )
 from specref.conformance.sampling.form import FORM
 from specref.conformance.sampling.scenarios import SCENARIOS
-from specref.reference.processors import History, processed_law
+from specref.reference.processors import SUPPORTS, History, processed_law
 from specref.reference.sampling import chain_law
 
 pytestmark = pytest.mark.exact
@@ -140,3 +140,28 @@ def test_each_mutant_fails_its_certain_check_on_one_call():
 
 def test_history_extended_keeps_the_prompt():
     assert History((1,), ()).extended([2]).prompt == (1,)
+
+
+def test_an_adapter_declares_its_law_or_a_chain_and_what_it_supports():
+    from specref.conformance.sampling.adapters import as_sampling_adapter
+
+    def verify(target_logits, draft_probs, draft_tokens, params, histories, generator):
+        raise AssertionError("never called here")
+
+    law = chain_law("llama.cpp")
+    verify.kind, verify.law, verify.supports = (
+        "sampling",
+        law,
+        SUPPORTS["llama.cpp"],
+    )  # a law= adapter says what it takes
+    c = contract("sampling")
+    adapter = c.wrap(verify)
+    s = next(x for x in c.scenarios(adapter) if x.name == "top_k_top_p_g3")
+    comp = s.components[0]
+    np.testing.assert_array_equal(s.target[0], processed_law("llama.cpp", s.logits[0], comp.params, comp.history))
+    assert adapter.law_key.startswith("law:") and c.adapter_record(adapter)["law"] == adapter.law_key
+    verify.law, verify.chain, verify.supports = None, "transformers", None
+    transformers = as_sampling_adapter(verify)
+    names = {x.name: x for x in c.scenarios(transformers)}
+    kept = names["penalties_drafts_g2"].components  # presence and frequency penalties: transformers has neither
+    assert [k.params.repetition_penalty for k in kept] == [2.0] and "point_mass_g3" not in names
