@@ -105,6 +105,9 @@ class ChainContract(Contract):
             return None
         return plot_series(tally)
 
+    def tokens(self, out):
+        return out[0] if isinstance(out, tuple) else out  # an adaptive verifier's (tokens, used): form.py
+
     def rule_diagnosis(self, adapter: Adapter, tallies: dict, alpha: float) -> dict:
         return rule_diagnosis(tallies, adapter.rule, alpha)
 
