@@ -287,4 +287,4 @@ for _engine in PEER_ENGINES:
 def lossy(session: nox.Session) -> None:
     """The lossy rules' TV against their acceptance; writes reports/lossy.md and reports/lossy.png."""
     install(session)
-    session.run("python", "-m", "specref.mutants.lossy_report", *session.posargs)
+    session.run("python", "-m", "specref.conformance.lossy_suite", *session.posargs)
