@@ -63,3 +63,21 @@ def test_exact_rule_first_token_law_is_p():
         p, q = sc.target[0], sc.draft[0]
         law = lossy_laws.first_token_law("exact", (), p, q, sc.gamma)
         assert abs(law.sum() - 1) < 1e-12 and lossy_laws.tv(law, p) < 1e-12, name
+
+
+@pytest.mark.exact
+def test_relaxed_acceptance_outside_think_is_exact_sampling_token_for_token():
+    """TensorRT-LLM applies relaxed acceptance inside <think> only: in the answer phase the rule is exact."""
+    from specref.mutants.core import run as run_steps
+
+    sc = get("cf_dense_g4")
+    rows, g = 512, sc.gamma
+    gen = torch.Generator().manual_seed(0)
+    drafts = torch.multinomial(torch.tensor(sc.draft[0]).expand(rows, -1), g, replacement=True, generator=gen)
+    target = torch.tensor(sc.target[0]).expand(rows, g + 1, -1).contiguous()
+    draft = torch.tensor(sc.draft[0]).expand(rows, g, -1).contiguous()
+    uniforms = torch.rand(rows, g + 1, generator=gen, dtype=torch.float64)
+    answer = lossy_engines.relaxed(10, 0.6, "answer")(target, draft, drafts, uniforms=uniforms)
+    think = lossy_engines.relaxed(10, 0.6, "think")(target, draft, drafts, uniforms=uniforms)
+    assert torch.equal(answer, run_steps(target, draft, drafts, uniforms))
+    assert not torch.equal(think, answer)

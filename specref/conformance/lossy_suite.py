@@ -21,7 +21,7 @@ from .chain import laws
 from .chain.scenarios import get
 
 SETTINGS = {
-    "relaxed": [(10, 0.2, "think"), (10, 0.4, "think"), (10, 0.6, "think")],
+    "relaxed": [(6, 0.6, "think"), (8, 0.6, "think"), (10, 0.6, "think"), (10, 0.6, "answer")],
     "sglang": [(1.0, 0.5), (1.0, 0.1), (0.3, 0.3)],
     "typical": [(0.09, 0.3), (0.3, 0.55)],
     "lenience": [(0.8,), (0.5,)],
