@@ -22,7 +22,7 @@ from specref.stats.tv import tv_interval
 
 ROWS, SEEDS = 4000, 4
 RULES = [(b.args[0], b.args[1:]) for b in BUILTINS if b.factory.endswith("lossy_engines:lossy_adapter")]
-ALPHA = alpha_for("lossy", len(RULES) * SEEDS + 1)
+ALPHA = alpha_for("lossy", len(RULES) * SEEDS + 2)
 
 
 def _first_tokens(verify, p, q, gamma, rows, seed) -> np.ndarray:
@@ -81,3 +81,22 @@ def test_relaxed_acceptance_outside_think_is_exact_sampling_token_for_token():
     think = lossy_engines.relaxed(10, 0.6, "think")(target, draft, drafts, uniforms=uniforms)
     assert torch.equal(answer, run_steps(target, draft, drafts, uniforms))
     assert not torch.equal(think, answer)
+
+
+@pytest.mark.statistical
+def test_tree_lossy_interval_covers_the_exact_tv():
+    """A lossy tree rule (RSD on top-k children) through the tree harness: its interval on tree_star_cf holds the TV
+    of its exact first-token law (specref.exact_tree, in Fractions) from the target's."""
+    from specref.conformance.tree import run_tree
+    from specref.conformance.tree.scenarios import get as tree_get
+    from specref.exact_tree import first_token_law
+    from specref.mutants.trees import MUTANTS
+
+    report = run_tree(MUTANTS["topk_rsd"](), seed=0, rows=5000, scenarios=["tree_star_cf"], alpha=ALPHA)
+    tv = report.lossy["scenarios"]["tree_star_cf"]["first_token"]
+    mutant = MUTANTS["topk_rsd"]()
+    sc = tree_get("tree_star_cf").given(mutant.dtype)  # the rows as the verifier was given them
+    law = first_token_law(sc.cycle_law(0, "topk", "rsd"))
+    exact = 0.5 * sum(abs(float(law.get(y, 0)) - sc.target[0][y]) for y in range(sc.vocab_size))
+    assert tv["low"] <= exact <= tv["high"] and tv["low"] > 0, (exact, tv)
+    assert "times the accepted tokens of rule 'rsd'" in report.summary()

@@ -13,7 +13,8 @@ def lossy_lines(measure: dict) -> list[str]:
             continue
         law = "whole-sequence law" if "sequence" in entry else "first-token law"
         ratio = entry.get("accepted_ratio")
-        tail = f", {ratio:.3f} times the accepted tokens of exact sampling" if ratio is not None else ""
+        against = f"rule {entry['against']!r}" if entry.get("against") else "exact sampling"
+        tail = f", {ratio:.3f} times the accepted tokens of {against}" if ratio is not None else ""
         lines.append(f"lossy by configuration: TV {tv['estimate']:.4f} [{tv['low']:.4f}, {tv['high']:.4f}] on {name} "
                      f"({law}){tail}")  # fmt: skip
     return lines
