@@ -26,7 +26,7 @@ SETTINGS = {
     "typical": [(0.09, 0.3), (0.3, 0.55)],
     "lenience": [(0.8,), (0.5,)],
     "fly": [(1.0, 2), (0.5, 1)],
-    "synthetic": [(0.5,), (0.8,)],
+    "synthetic": [(0.5,), (0.8,), (0.9, 0.6, 0.3)],
 }
 SCENARIO, ROWS, SEEDS, ALPHA = "cf_dense_g4", 4000, 40, 1e-3
 HARNESS_ROWS = 4000

@@ -21,8 +21,8 @@ in its adapter's notes), each at the settings its engine documents or defaults t
               above `entropy` nats is overridden (the draft kept) when the next `window` drafts all pass their
               own tests; otherwise the walk stops there as exact sampling does.
   synthetic   synthetic acceptance (vLLM rejection_sample_method="synthetic", Modular MAX SyntheticRunner): draft i
-              is kept with a fixed rate, ignoring the logits; a rejected position draws from p. For benchmarks only:
-              never lossless.
+              is kept with a fixed per-position rate (given the ones before it were), ignoring the logits; a
+              rejected position draws from p. For benchmarks only: never lossless.
 """
 
 from __future__ import annotations
@@ -108,9 +108,16 @@ def fly(entropy: float, window: int):
     return verify
 
 
-def synthetic(rate: float):
+def synthetic(*rates: float):
+    """Draft i kept with probability rates[i] given the ones before it were (the last rate repeats past the end)."""
+    if not rates or not all(0 <= r <= 1 for r in rates):
+        raise ValueError(f"rates={rates!r}: one or more acceptance rates in [0, 1]")
+
     def verify(target_probs, draft_probs, draft_tokens, generator=None, *, uniforms=None):
-        steps = Steps(accept=lambda u, p_at, q_at: u < rate, residual=lambda p_row, q_row, drafted: p_row)
+        gamma = draft_tokens.shape[1]
+        per_position = torch.tensor([rates[min(i, len(rates) - 1)] for i in range(gamma)], dtype=torch.float64)
+        steps = Steps(accept=lambda u, p_at, q_at: u < per_position.to(u.device),
+                      residual=lambda p_row, q_row, drafted: p_row)  # fmt: skip
         return run(target_probs, draft_probs, draft_tokens, uniforms_for(uniforms, generator, draft_tokens), steps)
 
     return verify

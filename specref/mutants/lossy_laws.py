@@ -49,8 +49,7 @@ def first_token_law(rule: str, settings: tuple, p: np.ndarray, q: np.ndarray, ga
         override = window_accepted if _entropy(p) > entropy else 0.0
         keep = exact + (1 - exact) * override
     elif rule == "synthetic":
-        (rate,) = settings
-        keep = np.full(v, float(rate))
+        keep = np.full(v, float(settings[0]))  # the first position's rate
         corrections = np.tile(p, (v, 1))
     elif rule == "exact":
         keep = exact
