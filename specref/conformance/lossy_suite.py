@@ -120,7 +120,7 @@ def main(out: str = "reports") -> None:
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for rule in SETTINGS:
-        mine = [r for r in rows if r["rule"] == rule]
+        mine = sorted((r for r in rows if r["rule"] == rule), key=lambda r: r["accepted"])
         ax.plot([r["accepted"] for r in mine], [r["exact_tv"] for r in mine], "o-", label=rule)
         for r in mine:
             ax.annotate(",".join(map(str, r["settings"])), (r["accepted"], r["exact_tv"]), fontsize=6,
