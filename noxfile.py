@@ -281,3 +281,10 @@ def _peers_session(engine: str):
 
 for _engine in PEER_ENGINES:
     nox.session(name=f"peers-{_engine}", default=False)(_peers_session(_engine))
+
+
+@nox.session(default=False)
+def lossy(session: nox.Session) -> None:
+    """The lossy rules' TV against their acceptance; writes reports/lossy.md and reports/lossy.png."""
+    install(session)
+    session.run("python", "-m", "specref.conformance.lossy_suite", *session.posargs)

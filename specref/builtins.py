@@ -168,6 +168,19 @@ BUILTINS: tuple[Builtin, ...] = (
     Builtin("transformers-ensemble", "kernel", f"{_ADAPTERS}:transformers_ensemble_adapter",
             "transformers' _speculative_sampling with assistant_ensemble_weight=0.5", needs=(TRANSFORMERS,),
             lossy=True),
+    # --- lossy rules engines ship, written from their code or docs (specref.mutants.lossy_engines) ---------------
+    *(
+        Builtin(f"lossy-{rule}-{'-'.join(map(str, args))}", "kernel", "specref.mutants.lossy_engines:lossy_adapter",
+                about, lossy=True, args=(rule, *args))
+        for rule, args, about in (
+            ("relaxed", (10, 0.6, "think"), "TensorRT-LLM relaxed acceptance in <think>, top-10, delta 0.6 (MAX's)"),
+            ("sglang", (1.0, 0.1), "SGLang target-only verification, threshold_single 1.0, threshold_acc 0.1"),
+            ("typical", (0.09, 0.3), "typical acceptance (Medusa / vLLM v0 / MAX), threshold 0.09, alpha 0.3"),
+            ("lenience", (0.5,), "lenient acceptance min(1, p / (l q)), l = 0.5 (Leviathan et al. A.5)"),
+            ("fly", (1.0, 2), "FLy's window rule: entropy above 1.0 nats, a window of 2 accepts"),
+            ("synthetic", (0.7,), "synthetic acceptance: each draft kept with rate 0.7, ignoring the logits"),
+        )
+    ),
     # --- whole generation over the tiny real models (specref.hf.pipelines) -------------------------------------------
     Builtin("specref-generate", "pipeline", _PIPELINE, "specref.hf.generation with specref.batched.verify",
             needs=(TRANSFORMERS,), args=("specref-generate",)),

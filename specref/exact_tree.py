@@ -4,7 +4,8 @@
 enumerates one node at a time (method="nodes"): what the walk does at a node, drafting that node's children
 included, and composes: after the walk moves to a child, it uses fresh randomness and depends only on the
 child's context and shape, just as `specref.exact.sequence_law` composes cycles. method="replay" enumerates the
-whole cycle end to end, to cross-check the composition on small cases.
+whole cycle end to end, to cross-check the composition on small cases; it is the only method for a rule that
+verifies the whole tree at once (traversal: `tree.WHOLE_TREE`).
 
 `rule` is any rule `specref.reference.tree.parse_rule` reads, a sibling order included ("mss:random-order"): the
 order's draws are random choices of the walk like the others, so its law is enumerated the same way.
@@ -59,6 +60,8 @@ def tree_cycle_law(
 ) -> Law:
     """Law of the tokens one tree cycle emits (drafting by `scheme`, verification by `rule`)."""
     target, draft = _Checked(target, "target"), _Checked(draft, "draft")
+    if tree.parse_rule(rule).base in tree.WHOLE_TREE:
+        method = "replay"  # a whole-tree rule reads every node before its first test: no first step to compose
     if method == "replay":
         return enumerate_law(lambda rng: tuple(drafting.cycle(target, draft, prefix, shape, scheme, rule, rng)))
     if method != "nodes":

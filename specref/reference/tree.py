@@ -30,6 +30,13 @@ children it emits a bonus token from p. With x_k the token of c_k and q_k its dr
                 probability r(x_k), where r = p restricted to the untried tokens, renormalised (mass 1 - p(tried),
                 rows summing to 1 by contract); duplicate siblings are skipped. If none is accepted, emit from r.
   sample_match  The target samples y ~ p and the walk follows the first child whose token is y, else emits y.
+  kseq          SpecTr's K-SEQ (Sun et al., NeurIPS 2023), for K children drawn i.i.d. from one q: accept x_k with
+                min(1, p(x_k) / (rho* q(x_k))) for k = 1..K, else emit from the K-SEQ residual
+                (`specref.reference.kseq`; rho* in [1, K] is the most accepting threshold that keeps the law).
+  traversal     Traversal verification (Weng et al., NeurIPS 2025, arXiv 2505.12398), for children drawn without
+                replacement: the tree is verified leaf to root with sequence-level acceptance
+                (`specref.reference.traversal`); on a chain it is block verification. It is not a rule at one
+                node: `walk` hands it the whole tree.
 
 target_only and sample_match do not read draft_probs. For mss and rsd, draft_probs=None means point-mass drafts.
 
@@ -72,10 +79,17 @@ from typing import NamedTuple
 from ..randomness import Injected, Randomness, Sequential
 from ..validation import check_distribution, check_token
 from .chain import Row
+from .kseq import residual_weights as kseq_residual
+from .kseq import threshold as kseq_threshold
+from .traversal import walk as traversal_walk
 
-RULES = ("mss", "rsd", "target_only", "sample_match")
+RULES = ("mss", "rsd", "target_only", "sample_match", "kseq", "traversal")
 #: Rules that read the children's draft rows.
-USES_DRAFT_PROBS = ("mss", "rsd")
+USES_DRAFT_PROBS = ("mss", "rsd", "kseq", "traversal")
+#: Rules that verify the whole tree at once rather than one node at a time (walk hands them the tree).
+WHOLE_TREE = ("traversal",)
+#: Rules whose siblings must carry distinct tokens (drawn without replacement).
+DISTINCT_SIBLINGS = ("rsd", "traversal")
 #: Sibling orders a rule may declare after a colon, and the rules each is lossless for (module docstring).
 ORDERS = {"random-order": ("mss",)}
 #: Why an order is refused for a rule (the error says it).
@@ -86,6 +100,8 @@ _REFUSED = {
     "'target_only'",
     "sample_match": "it accepts the same token in any sibling order (y ~ p, accepted when it is a child); declare "
     "'sample_match'",
+    "kseq": "its residual is derived for the K tests in draw order; declare 'kseq'",
+    "traversal": "its order is the post-order walk of the tree; declare 'traversal'",
 }
 #: Every rule a verifier can declare: the base rules, then their variants.
 DECLARABLE = RULES + tuple(f"{base}:{order}" for order, bases in ORDERS.items() for base in bases)
@@ -124,7 +140,10 @@ class Emit(NamedTuple):
 def step(rule: str, p: Row, children: Sequence[tuple[int, Row | None]], rng: Randomness) -> Accept | Emit:
     """The rule at one node: p is the node's target row, children the (x_k, q_k) in sibling order."""
     base, order = parse_rule(rule)
-    by_base = {"mss": _mss, "rsd": _rsd, "target_only": _target_only, "sample_match": _sample_match}[base]
+    if base in WHOLE_TREE:
+        raise ValueError(f"rule={rule!r} verifies the whole tree, not one node: call walk")
+    by_base = {"mss": _mss, "rsd": _rsd, "target_only": _target_only, "sample_match": _sample_match,
+               "kseq": _kseq}[base]  # fmt: skip
     if order == "index":
         return by_base(p, children, rng)
     tested: list[int] = []  # the children's indices in the order tested
@@ -186,6 +205,18 @@ def _sample_match(p, children, rng):
     return Emit(y)
 
 
+def _kseq(p, children, rng):
+    if not children:  # a leaf: the bonus from p
+        return Emit(rng.categorical(p))
+    q, k = children[0][1], len(children)  # i.i.d. children: one draft row
+    rho = kseq_threshold(p, q, k)
+    for i, (x, _) in enumerate(children):
+        if rng.accept(p[x] / (rho * q[x])):  # min(1, p(x_k) / (rho* q(x_k)))
+            return Accept(i)
+    weights = kseq_residual(p, q, k, rho)
+    return Emit(rng.categorical(weights if any(weights) else p))
+
+
 def _residual(r: Row, q: Row, p: Row) -> list:
     """(r - q)_+, or p where rounding leaves it empty (see module docstring)."""
     weights = [max(0, r_y - q_y) for r_y, q_y in zip(r, q)]
@@ -229,6 +260,8 @@ class ArrayTree:
 
 def walk(tree, rule: str, rng: Randomness) -> tuple[list[int], list[int]]:
     """Verify from the root; return (emitted tokens, accepted nodes). `tree` has children/target/token/draft."""
+    if parse_rule(rule).base in WHOLE_TREE:
+        return traversal_walk(tree, rng)
     node, tokens, nodes = 0, [], []
     reads_draft = parse_rule(rule).base in USES_DRAFT_PROBS
     while True:
@@ -319,8 +352,9 @@ def check_tree(target_probs, draft_probs, draft_tokens, parents, rule: str) -> N
         seen = set()
         for c in tree.children(node):
             x = check_token(f"draft_tokens[{c - 1}]", draft_tokens[c - 1], vocab_size)
-            if base == "rsd" and x in seen:
-                raise ValueError(f"draft_tokens[{c - 1}]={x} repeats a sibling's token; rule 'rsd' needs them distinct")
+            if base in DISTINCT_SIBLINGS and x in seen:
+                raise ValueError(f"draft_tokens[{c - 1}]={x} repeats a sibling's token; rule {base!r} needs them "
+                                 "distinct")  # fmt: skip
             seen.add(x)
             if draft_probs is not None and base in USES_DRAFT_PROBS:
                 check_distribution(f"draft_probs[{c - 1}]", draft_probs[c - 1], vocab_size)

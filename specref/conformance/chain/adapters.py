@@ -26,6 +26,7 @@ class Adapter:
     name: str
     verify: Callable  # verify(target_probs, draft_probs, draft_tokens, generator, **capability_kwargs) -> [B, g+1]
     ragged: bool = False  # accepts num_draft=[B] int64
+    adaptive: bool = False  # verifies its own number of drafts per row: return_num_draft=True -> (tokens, used [B])
     point_mass: bool = False  # accepts draft_probs=None
     uniforms: bool = False  # accepts uniforms=[B, g+1] (specref coupling convention)
     coupled: bool = True  # with uniforms: in specref's convention (checked token for token); False: its own convention
@@ -40,6 +41,7 @@ class Adapter:
 
 _CAPABILITIES = (
     "ragged",
+    "adaptive",
     "point_mass",
     "uniforms",
     "coupled",

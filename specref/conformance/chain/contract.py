@@ -29,6 +29,7 @@ from .diagnosis import rule_diagnosis
 from .form import CHAIN as FORM
 from .kinds import DECLARED as _DECLARED  # noqa: F401 -- the chain's check kinds
 from .laws import check_rule
+from .lossy import lossy_measure
 from .plan import plan_for, scenarios_for
 from .probe import DESIGN
 from .scenarios import (
@@ -104,8 +105,14 @@ class ChainContract(Contract):
             return None
         return plot_series(tally)
 
+    def tokens(self, out):
+        return out[0] if isinstance(out, tuple) else out  # an adaptive verifier's (tokens, used): form.py
+
     def rule_diagnosis(self, adapter: Adapter, tallies: dict, alpha: float) -> dict:
         return rule_diagnosis(tallies, adapter.rule, alpha)
+
+    def lossy_measure(self, adapter: Adapter, tallies: dict, alpha: float) -> dict:
+        return lossy_measure(tallies, alpha)
 
     def adapter_from_record(self, record: dict) -> Adapter:
         return adapter_from_record(Adapter, record)

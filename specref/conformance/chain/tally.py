@@ -19,7 +19,7 @@ Counts do not depend on the rule, only expected laws do: `t2_results(alphas, rul
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -103,6 +103,10 @@ class Tally(Counts):
         probs_seen: the target and draft rows as the adapter received them (after the cast to its dtype), so
         that support checks use the numbers the adapter saw.
         """
+        if isinstance(out, tuple):  # an adaptive verifier: its laws are those of the drafts it used (form.py)
+            out, used = out
+            kept = np.arange(batch.draft_tokens.shape[1])[None, :] < used[:, None]
+            batch = replace(batch, num_draft=used, draft_tokens=np.where(kept, batch.draft_tokens, -1))
         sc, g, v = self.scenario, self.scenario.gamma, self.scenario.vocab_size
         rows = out.shape[0]
         self.rows += rows

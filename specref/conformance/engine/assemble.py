@@ -40,6 +40,8 @@ def build_report(contract: Contract, adapter, plan: RunPlan, counted: Counted, r
     report.finish(ErrorBudget(alpha), wall_seconds(), family_size=len(plan.alphas))
     if report.law_kept:
         report.rule_diagnosis = contract.rule_diagnosis(adapter, counted.tallies, alpha)
+    if getattr(adapter, "lossy", False):
+        report.lossy = contract.lossy_measure(adapter, counted.tallies, alpha)
     return report
 
 

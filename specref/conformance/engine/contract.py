@@ -134,6 +134,11 @@ class Contract:
         """Which other rule the counts fit, when only rule checks failed (chain/diagnosis.py); {}: not diagnosed."""
         return {}
 
+    def lossy_measure(self, adapter, tallies: dict, alpha: float) -> dict:
+        """For an adapter declaring lossy=True: its TV from the target law with intervals, and its acceptance
+        against exact sampling, per scenario (chain/lossy.py); {}: not measured (the plug-in TV is reported)."""
+        return {}
+
     def adapter_record(self, adapter) -> dict:
         """The contract's own keys of report.json's "adapter" record (beyond the ones every adapter has)."""
         return {}

@@ -15,6 +15,7 @@ from ...stats.record import STATUSES, CheckId, json_safe
 from . import precision, registry
 from .contract import Contract
 from .failure_words import defect_words, example_words
+from .lossy_words import lossy_lines
 from .plan import LAW, RULE, describe, family_of
 
 CONFORMING, NON_CONFORMING, LOSSY = "conforming", "non-conforming", "lossy by configuration"
@@ -93,6 +94,7 @@ class Report:
     probe: dict = field(default_factory=dict)  # the rare-edge probe: tests run and detection probability
     natural_edge: dict = field(default_factory=dict)  # zero-probability tokens a named edge explains (_edge_explains)
     interrupted: str = ""  # why the run stopped before its end (SIGINT): the report is partial
+    lossy: dict = field(default_factory=dict)  # a lossy adapter's TV intervals and acceptance (Contract.lossy_measure)
 
     def mark_interrupted(self, why: str) -> None:
         """A partial report: the verdict says so, whatever the checks reached before the interrupt show."""
@@ -178,7 +180,12 @@ class Report:
         return list(dict.fromkeys(r.id.kind for r in ordered))
 
     def measured_tv(self) -> dict[str, float]:
-        """Observed TV between the first-token law and p_1, per scenario that runs first_token_law (lossy verdicts)."""
+        """The TV of the output law from the target's per scenario (lossy verdicts): the bias-corrected estimate of
+        the contract's lossy measure where it has one (the whole-sequence law where the scenario has it, else the
+        first token's), else the plug-in TV of the first-token law against p_1 (upward-biased at small N)."""
+        if self.lossy.get("scenarios"):
+            laws = {name: e.get("sequence") or e.get("first_token") for name, e in self.lossy["scenarios"].items()}
+            return {name: tv["estimate"] for name, tv in laws.items() if tv}
         checked = {r.name for r in self.checks}
         out = {}
         for name, series in self.plots.items():
@@ -211,7 +218,9 @@ class Report:
             lines.append(f"  {self.natural_edge['words']}")
         lines += self._edge_not_shown()
         lines += ["  " + line for line in failure_lines(self.failures)]
-        if self.verdict == LOSSY:
+        if self.verdict == LOSSY and self.lossy.get("scenarios"):
+            lines += ["  " + line for line in lossy_lines(self.lossy)]
+        elif self.verdict == LOSSY:
             tv = self.measured_tv()
             if tv:
                 lines.append("  measured TV of the first-token law: "
@@ -285,6 +294,7 @@ class Report:
                 "counts": self.counts(),
                 "caught_by": self.caught_by(),
                 "measured_tv": self.measured_tv() if a.lossy else {},
+                "lossy": self.lossy,
                 "scenarios": self.scenarios,
                 "checks": [check_record(r, self.contract.name) for r in self.checks],
                 "plots": self.plots,

@@ -23,6 +23,7 @@ from ...folders import earlier_files, remove_stale, replace_files
 from ...stats.record import CheckId, CheckResult
 from ..contracts import every_kind
 from ..engine import registry
+from ..engine.lossy_words import lossy_lines
 from ..engine.plan import describe
 from ..engine.report import RARE_EDGE, Report, count_statuses, counts_line
 from .edges import markdown as edge_markdown
@@ -151,7 +152,13 @@ def render_markdown(record: dict) -> str:
         lines.append(f"- {record['natural_edge']['words']}")
     if adapter.get("notes"):
         lines.append(f"- notes: {adapter['notes']}")
-    if record["verdict"] == "lossy by configuration":
+    if record["verdict"] == "lossy by configuration" and (record.get("lossy") or {}).get("scenarios"):
+        lines += ["", "This implementation is **lossy by configuration**: its rule does not keep the target law, by "
+                  f"design. Per scenario, the TV of its output law from the target's (bias-corrected estimate, then "
+                  f"the interval at alpha {record['lossy']['alpha']:g}; see docs/verdicts.md) and its accepted drafts "
+                  "against exact speculative sampling:", ""]  # fmt: skip
+        lines += [f"- {line}" for line in lossy_lines(record["lossy"])]
+    elif record["verdict"] == "lossy by configuration":
         tv = record.get("measured_tv") or {}
         lines += ["", "This implementation is **lossy by configuration**: its rule does not keep the target law, by "
                   "design. Measured TV of the first-token law per scenario: "

@@ -7,7 +7,8 @@ A TreeAdapter is an Adapter of kind "tree" with two more declarations:
   scheme  how the harness drafts the children it verifies: "iid" (with replacement), "without_replacement",
           "dedup" (i.i.d. draws merged in order of first occurrence) or "topk" (deterministic);
   nodes   it accepts return_nodes=True and returns the accepted nodes too (the harness then checks the path).
-`rule` names the tree rule it follows (specref.reference.tree.DECLARABLE: mss, rsd, target_only, sample_match, or
+`rule` names the tree rule it follows (specref.reference.tree.DECLARABLE: mss, rsd, target_only, sample_match, kseq,
+traversal, or
 a rule with its sibling order, "mss:random-order": the children tested in a uniformly random order). The harness
 always passes draft_probs (the parent's draft row per node); rules that do not read it ignore it.
 With `uniforms` declared it accepts uniforms=[B, N+1] (the coupling convention of `specref.reference.tree`) and
@@ -40,6 +41,8 @@ RULE_SCHEMES = {
     "target_only": ("topk", "without_replacement", "dedup"),
     "sample_match": SCHEMES,
     "mss:random-order": ("iid",),
+    "kseq": ("iid",),
+    "traversal": ("without_replacement", "dedup"),
 }
 
 

@@ -33,6 +33,7 @@ from .adapters import TreeAdapter, as_tree_adapter
 from .checks import TreeTally
 from .diagnosis import tree_rule_diagnosis
 from .kinds import DECLARED as _DECLARED  # noqa: F401 -- the tree's check kinds
+from .lossy import tree_lossy_measure
 from .picture import add_to_report, series_for
 from .scenarios import SCENARIOS, TreeBatch, TreeScenario, from_chain, get
 
@@ -176,6 +177,9 @@ class TreeContract(Contract):
 
     def rule_diagnosis(self, adapter: TreeAdapter, tallies: dict, alpha: float) -> dict:
         return tree_rule_diagnosis(tallies, adapter.rule, adapter.scheme, alpha)
+
+    def lossy_measure(self, adapter: TreeAdapter, tallies: dict, alpha: float) -> dict:
+        return tree_lossy_measure(tallies, adapter.rule, alpha)
 
     def draw(self, report, paths: dict) -> None:
         """The acceptance per node, observed and exact, next to report.md (picture.py)."""
