@@ -114,10 +114,20 @@ def test_transformers_kernel_edge_is_named_with_its_line():
 
 def _seed_per_row(target_probs, draft_probs, draft_tokens, generator):
     """u <= p/q on float32 uniforms from one generator per row, seeded from the harness's (vLLM's per-request
-    generators): it reads 2 outputs per row, more than the rows, yet none of them is a uniform."""
+    generators): it reads 2 outputs per row, none of them a uniform; the generators it makes and seeds are reached."""
     u = torch.stack([torch.rand((), generator=torch.Generator().manual_seed(s))
                      for s in seeds_from(generator, draft_tokens.shape[0])])  # fmt: skip
     return _accept_le_rows(target_probs, draft_probs, draft_tokens, u)
+
+
+_MADE_BEFORE = torch.Generator()
+
+
+def _seed_one_made_before(target_probs, draft_probs, draft_tokens, generator):
+    """u <= p/q on a generator made before the call, seeded from the harness's: out of reach (its method is C's)."""
+    _MADE_BEFORE.manual_seed(seeds_from(generator, 1)[0])
+    return _accept_le_rows(target_probs, draft_probs, draft_tokens, torch.rand(draft_tokens.shape[0],
+                                                                               generator=_MADE_BEFORE))  # fmt: skip
 
 
 def test_a_verifier_the_forced_stream_cannot_reach_is_not_shown_never_passed():
@@ -127,9 +137,8 @@ def test_a_verifier_the_forced_stream_cannot_reach_is_not_shown_never_passed():
     numpy_rng = _probe(Adapter("numpy", lambda t, d, x, g: _accept_le_rows(t, d, x, np.random.default_rng(0).random(
         x.shape[0]))))  # fmt: skip
     assert numpy_rng.summary["not_shown"].startswith("rare edge not shown: the verifier read 0 outputs")
-    per_row = _probe(Adapter("seed-per-row", _seed_per_row))
-    assert per_row.summary["batches"]["accept"]["outputs_read"] >= ROWS  # read enough, but only seeds
-    assert set(_verdicts(per_row).values()) == {"not tested"} and "drew 64 seeds" in per_row.summary["not_shown"]
+    before = _probe(Adapter("made-before", _seed_one_made_before))
+    assert set(_verdicts(before).values()) == {"not tested"} and "drew 1 seed" in before.summary["not_shown"]
     cuda = _probe(Adapter("on-cuda", _fp32_then_own_rng, device="cuda"), mode="thread")
     assert set(_verdicts(cuda).values()) == {"not tested"} and "Philox" in cuda.summary["not_shown"]
     for unreached in (probe, cuda):  # report.json carries it, so report.md and the terminal say it
@@ -298,3 +307,96 @@ def test_an_out_of_support_token_and_its_impossible_outcome_are_the_edge_too_and
     assert "row_independence[identical_rows_g2]" in kept.natural_edge["checks"]
     assert verdict(1e-9).verdict == NON_CONFORMING  # its possible outcomes deviate too: another bug
     assert verdict(0.63, "cf_dense_g4").verdict == NON_CONFORMING  # no edge token in that scenario
+
+
+# --- reach: RNGs the verifier seeds, forks or makes during the call (forced.reaching) ---------------------------
+
+
+def _self_seeded(strict: bool):
+    """`u < p/q` (strict) or `u <= p/q` on torch's global RNG, seeded inside fork_rng from a seed drawn from the
+    generator (one output of it read); the final draw a right-side inverse CDF (correct at u = 0)."""
+
+    def verify(target_probs, draft_probs, draft_tokens, generator):
+        rows, gamma = draft_tokens.shape
+        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            u, final_u = torch.rand(rows, gamma), torch.rand(rows)
+        ratio = (target_probs[:, :gamma].gather(2, draft_tokens[..., None]) / draft_probs.gather(
+            2, draft_tokens[..., None]))[..., 0]  # fmt: skip
+        accepted = ((u < ratio) if strict else (u <= ratio)).long().cumprod(1).sum(1)  # [B]
+        weights = torch.cat([(target_probs[:, :gamma] - draft_probs).clamp_min(0), target_probs[:, gamma:]], 1)
+        weights = weights[torch.arange(rows), accepted].double()  # [B, V]: residual, or p_{g+1} as the bonus row
+        cdf = weights.cumsum(1)
+        token = torch.searchsorted(cdf, (final_u.double() * cdf[:, -1])[:, None], right=True)[:, 0]
+        out = torch.full((rows, gamma + 1), -1, dtype=torch.int64)
+        for b in range(rows):
+            n = int(accepted[b])
+            out[b, :n] = draft_tokens[b, :n]
+            out[b, n] = min(int(token[b]), weights.shape[1] - 1)
+        return out
+
+    return verify
+
+
+def test_a_verifier_that_seeds_torchs_global_rng_inside_fork_rng_is_reached():
+    from specref.forced import GIVEN, GLOBAL
+
+    found = _probe(Adapter("self-seeded-le", _self_seeded(strict=False)))
+    assert _verdicts(found) == {"accept": "FAIL", "correction": "not tested", "bonus": "pass"}
+    edge = found.summary["edges"]["accept"]
+    assert edge["rngs"][GLOBAL] >= 1 and edge["rngs"][GIVEN] <= 2, edge  # the uniform came from the global RNG
+    assert "u <= ratio" in edge["words"]  # the locating replay reaches it too
+    assert found.summary["batches"]["accept"]["rngs_reached"][GLOBAL] == 2 * ROWS
+    clean = _probe(Adapter("self-seeded-lt", _self_seeded(strict=True)))
+    assert _verdicts(clean) == {"accept": "pass", "correction": "pass", "bonus": "pass"}
+    assert torch.rand(1).item() != 0.0  # the global RNG is restored after the calls (inline mode)
+    per_row = _probe(Adapter("seed-per-row", _seed_per_row))  # vLLM's per-request generators, made in the call
+    assert _verdicts(per_row)["accept"] == "FAIL"
+    assert "a torch.Generator it seeded" in per_row.summary["edges"]["accept"]["rngs"]
+
+
+# --- every edge shown is a failed check, in every output ---------------------------------------------------------
+
+
+def _one_minus_rand(target_probs, draft_probs, draft_tokens, generator):
+    """Uniforms 1 - rand in (0, 1], as curand's; `u < p/q` rejects at u = 1 where p = q, and a final draw on an
+    empty residual returns token 0 (a left-side search of 0 in an all-zero CDF): wrong only at rand = 0, in the
+    bonus batch, as a correction none of the probe's edges names (problem 9 of issue 33)."""
+    rows, gamma = draft_tokens.shape
+    u = 1 - torch.rand(rows, gamma + 1, generator=generator)
+    ratio = (target_probs[:, :gamma].gather(2, draft_tokens[..., None]) / draft_probs.gather(
+        2, draft_tokens[..., None]))[..., 0]  # fmt: skip
+    accepted = (u[:, :gamma] < ratio).long().cumprod(1).sum(1)
+    weights = torch.cat([(target_probs[:, :gamma] - draft_probs).clamp_min(0), target_probs[:, gamma:]], 1)
+    cdf = weights[torch.arange(rows), accepted].double().cumsum(1)
+    token = torch.searchsorted(cdf, (u[:, gamma].double() * cdf[:, -1])[:, None])[:, 0].clamp_max(cdf.shape[1] - 1)
+    out = torch.full((rows, gamma + 1), -1, dtype=torch.int64)
+    for b in range(rows):
+        n = int(accepted[b])
+        out[b, :n] = draft_tokens[b, :n]
+        out[b, n] = int(token[b])
+    return out
+
+
+@pytest.mark.parametrize(
+    ("verify", "findings"),
+    [
+        (CATALOGUE["accept_le_fp32"].verify, {"accept"}),  # the accept batch's accept test
+        (CATALOGUE["inverse_cdf_left_search"].verify, {"correction", "bonus"}),  # its correction, the bonus batch
+        (_one_minus_rand, {"bonus:t0_zero_prob_emitted"}),  # the bonus batch, under no edge's name
+    ],
+)
+def test_every_finding_of_the_probe_is_a_failed_check_in_every_output(verify, findings, tmp_path):
+    report = run(Adapter("v", verify), scenarios=["cf_dense_g4"], rows=512)
+    record = report.to_dict()
+    edges = report.forced_probe["edges"]
+    assert set(edges) == findings
+    failed = {c["name"] for c in record["checks"] if c["status"] == "failed"}
+    assert failed == {f"rare_edge[{key}]" for key in findings}, failed  # each finding, and nothing else
+    assert report.verdict == RARE_EDGE and record["counts"]["failed"] == len(findings)
+    first = report.summary().splitlines()[0]
+    assert "RARE EDGE" in first and f"{len(findings)} failed" in first
+    assert f"{len(findings)} failed" in render_markdown({**record, "spec": "x:y"}).split("**Verdict:")[1][:200]
+    assert _write_and_tell(report, tmp_path, "x", None, plots=False, stream=None, allow_edge=False) == \
+        EXIT_NON_CONFORMING  # fmt: skip

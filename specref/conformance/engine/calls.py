@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from ...errors import AdapterFailure
-from ...forced import outputs_used
+from ...forced import outputs_used, reaching
 from .callform import CallForm, _arguments, _job
 from .hangs import HangLimits
 from .locate import describe_error, locate, raised_at
@@ -81,19 +81,22 @@ def _execute(verify, job: dict) -> tuple:
     except BaseException as error:  # noqa: BLE001 -- e.g. out of memory building the inputs
         return ("failure", "exception", f"building the inputs: {describe_error(error)}", None)
     start, seeds = time.perf_counter(), seeds_drawn()
+    state = job.get("generator_state")
+    given = None if state is None else next(a for a in args if isinstance(a, torch.Generator))  # the form's place
     try:
-        out = verify(*args, **kwargs)
+        with contextlib.nullcontext() if state is None else reaching(torch.from_numpy(state), given) as reach:
+            out = verify(*args, **kwargs)
         tokens = job["form"].read(out, job)
     except AdapterFailure as failure:
         return ("failure", failure.kind, failure.message, None)
     except BaseException as error:  # noqa: BLE001 -- anything the adapter raises is a verdict, not a crash
         return ("failure", "exception", describe_error(error), raised_at(error.__traceback__, verify, skip=_HERE))
     seconds = time.perf_counter() - start
-    if job.get("generator_state") is None:
+    if state is None:
         return ("ok", tokens, seconds)
-    generator = next(a for a in args if isinstance(a, torch.Generator))  # where the contract's form put it
-    # how far the forced stream was read, and how many seeds for other RNGs were drawn from it (adapters.seeds_from)
-    return ("ok", tokens, seconds, outputs_used(generator.get_state()), seeds_drawn() - seeds)
+    # how far the forced stream was read, how many seeds for other RNGs were drawn from it (adapters.seeds_from),
+    # and what the RNGs the verifier seeded, forked or made read of theirs (forced.reaching)
+    return ("ok", tokens, seconds, outputs_used(given.get_state()), seeds_drawn() - seeds, reach.reads)
 
 
 # --- the caller ------------------------------------------------------------------------------------------------------
@@ -111,6 +114,7 @@ class Caller:
         self.workers_started = 0
         self.outputs_used: int | None = None  # outputs of a forced generator state the last call read
         self.seeds_drawn = 0  # seeds the last call drew from that state for RNGs of its own (adapters.seeds_from)
+        self.reached: dict[str, int] = {}  # {RNG: outputs of the forced stream it read} in the last call (Reach)
         self._process = self._conn = self._dump = None
 
     def __enter__(self) -> Caller:
@@ -157,6 +161,7 @@ class Caller:
         self.limits.record(key, rows, elements, reply[2])
         self.outputs_used = reply[3] if len(reply) > 3 else None
         self.seeds_drawn = reply[4] if len(reply) > 4 else 0
+        self.reached = reply[5] if len(reply) > 5 else {}
         return reply[1], seen, reply[2]
 
     def hang_limit(self, rows: int, elements: int, where: dict | None = None) -> float:
