@@ -50,6 +50,30 @@ def _peaked(rng, v, zero_fraction=0.0) -> np.ndarray:
     return _normalise(w)
 
 
+#: The tile sizes of blocked vocabulary kernels whose last, partial tile the large scenarios put mass on (vLLM's
+#: Triton samplers scan 8,192 tokens a tile).
+TILES = (1024, 2048, 4096, 8192)
+#: The mass the large scenarios' target puts on those tokens, and their draft: most of it is residual.
+TAIL_TARGET_MASS, TAIL_DRAFT_MASS = 0.3, 0.02
+
+
+def tail_tokens(v: int) -> list[int]:
+    """The vocabulary's edge: its last two tokens, and the first token of the last partial tile of each tile size
+    in TILES (where V is not a multiple of it)."""
+    return sorted({v - 1, max(v - 2, 0)} | {(v // t) * t for t in TILES if v % t and v > t})
+
+
+def _tail_heavy(row: np.ndarray, mass: float) -> np.ndarray:
+    """row with `mass` spread evenly over tail_tokens (the rest scaled to 1 - mass): a kernel that drops or mis-masks
+    the vocabulary's tail moves that mass, and the residual's share of it, elsewhere."""
+    tail = tail_tokens(row.size)
+    out = row.copy()
+    out[tail] = 0.0
+    out *= (1 - mass) / out.sum()
+    out[tail] = mass / len(tail)
+    return out
+
+
 def _one_hot(v, token) -> np.ndarray:
     row = np.zeros(v)
     row[token] = 1.0
@@ -315,6 +339,12 @@ def _markov_entry(description, v, gamma, zero_fraction=0.3, **kw):
     return lambda name, rng: markov(name, description, *_markov_tables(rng, v, zero_fraction), gamma, **kw)
 
 
+def _large(rng, v) -> tuple[np.ndarray, np.ndarray]:
+    """A large vocabulary's (target, draft): peaked, half the target's tokens at p = 0, and TAIL_TARGET_MASS of p
+    (TAIL_DRAFT_MASS of q) on its edge (tail_tokens: the last tokens and each tile size's last partial tile)."""
+    return _tail_heavy(_peaked(rng, v, 0.5), TAIL_TARGET_MASS), _tail_heavy(_peaked(rng, v, 0.2), TAIL_DRAFT_MASS)
+
+
 def _probe(name, rng) -> Scenario:
     # Every draft has p = 0 (ratio 0) and sits on the first or last token, where the residual is 0 too: a
     # non-strict accept test `u <= p/q`, or an inverse CDF that can return token 0 at u = 0, emits a p = 0 token
@@ -341,11 +371,10 @@ CATALOGUE = {
                                                            _dense(rng, 10), 3),
     "cf_one_hot_draft_g3": _one_hot_draft,
     **{f"markov_g{g}": _markov_entry(f"order-1 Markov, V=6, 30% zeros in p, g={g}", 6, g) for g in (1, 5, 8)},
-    "large_v8193_g2": lambda name, rng: context_free(name, "V=8193, peaked laws, zero-heavy target",
-                                                     _peaked(rng, 8193, 0.5), _peaked(rng, 8193, 0.2), 2,
-                                                     rows_per_call=512),
-    "large_v151936_g1": lambda name, rng: context_free(name, "V=151936 (Qwen vocab)", _peaked(rng, 151936, 0.5),
-                                                       _peaked(rng, 151936, 0.2), 1, rows_per_call=64),
+    "large_v8193_g2": lambda name, rng: context_free(name, "V=8193, peaked laws, zero-heavy target, 30% of p on "
+                                                     "the vocabulary's edge", *_large(rng, 8193), 2, rows_per_call=512),
+    "large_v151936_g1": lambda name, rng: context_free(name, "V=151936 (Qwen vocab), 30% of p on the vocabulary's "
+                                                       "edge", *_large(rng, 151936), 1, rows_per_call=64),
     "mixed_batch_g3": _mixed_batch,
     "ragged_g6": _markov_entry("Markov V=6, num_draft ~ U{0..6}, -1 placeholders", 6, 6, ragged=True),
     "point_mass_g4": _markov_entry("Markov V=6, draft_probs=None", 6, 4, point_mass=True),
