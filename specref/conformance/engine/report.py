@@ -15,6 +15,7 @@ from ...stats.record import STATUSES, CheckId, json_safe
 from . import precision, registry
 from .contract import Contract
 from .failure_words import defect_words, example_words
+from .fit import fit_words
 from .plan import LAW, RULE, describe, family_of
 
 CONFORMING, NON_CONFORMING, LOSSY = "conforming", "non-conforming", "lossy by configuration"
@@ -241,15 +242,7 @@ class Report:
 
     def rule_words(self) -> str:
         """Which known rule the acceptance matches, and the acceptance ratio against exact speculative sampling."""
-        d = self.rule_diagnosis
-        matches = [f"it matches rule {name!r} (" + (f"{fit['checks']} certain rule checks" if math.isnan(
-                   fit["min_p_value"]) else f"smallest p-value {fit['min_p_value']:.3g} over {fit['checks']} rule "
-                   "checks") + ")" for name, fit in d.get("rules", {}).items() if fit["matches"]]  # fmt: skip
-        words = matches or ["it matches no rule specref knows"]
-        if d.get("acceptance_ratio") is not None:
-            against = f"rule {d['against']!r}" if d.get("against") else "exact speculative sampling"
-            words.append(f"accepted drafts {d['acceptance_ratio']:.3f}x those of {against}")
-        return "; ".join(words)
+        return diagnosis_words(self.rule_diagnosis)
 
     def to_dict(self) -> dict:
         a = self.adapter
@@ -290,6 +283,26 @@ class Report:
                 "plots": self.plots,
             }
         )
+
+
+def diagnosis_words(diagnosis: dict) -> str:
+    """The rule diagnosis in words (report.json's rule_diagnosis): the rules the acceptance matches, each with what
+    its checks rule out (engine/fit.py), and the acceptance ratio against the declared rule."""
+    d = diagnosis
+
+    def tested(fit: dict) -> str:
+        smallest = fit["min_p_value"]  # None in report.json where NaN: certain checks only
+        if smallest is None or math.isnan(smallest):
+            return f"{fit['checks']} certain rule checks"
+        return f"smallest p-value {smallest:.3g} over {fit['checks']} rule checks"
+
+    matches = [f"it matches rule {name!r}: {fit_words(fit.get('ruled_out') or {})}; {tested(fit)}"
+               for name, fit in d.get("rules", {}).items() if fit["matches"]]  # fmt: skip
+    words = matches or ["it matches no rule specref knows"]
+    if d.get("acceptance_ratio") is not None:
+        against = f"rule {d['against']!r}" if d.get("against") else "exact speculative sampling"
+        words.append(f"accepted drafts {d['acceptance_ratio']:.3f}x those of {against}")
+    return "; ".join(words)
 
 
 def check_record(r: CheckResult, contract: str = registry.CHAIN) -> dict:
