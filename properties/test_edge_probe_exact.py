@@ -251,14 +251,16 @@ def test_the_probe_costs_two_calls_for_a_verifier_without_the_edge_and_a_few_wit
     assert len(calls) <= 6  # + the natural control, one prefix, one confirmation (the locating replay is forked)
 
 
-def _edge_report(zero_tokens: int, rows: int, more=()):
+def _edge_report(zero_tokens: int, rows: int, more=(), scenarios=None):
     """A report whose forced probe named the accept edge (2^-24) and whose probe scenario emitted zero_tokens
-    tokens of target probability 0 in `rows` rows of g = 1; `more`: further failed checks (already named)."""
+    tokens of target probability 0 in `rows` rows of g = 1; `more`: further failed checks (already named), in
+    `scenarios` (name: (rows, gamma)) beside the probe's."""
     from specref.conformance.engine.report import Report
     from specref.conformance.engine.results import t0_result
 
     report = Report(Adapter("v", verify=None), contract("chain"), seed=0, budget_seconds=None, alpha=1e-3)
     report.scenarios = {"probe_zero_ratio_g1": {"rows": rows, "gamma": 1}}
+    report.scenarios.update({name: {"rows": n, "gamma": g} for name, (n, g) in (scenarios or {}).items()})
     probe = {"edges": {"accept": {"event_probability": 2**-24}}}
     report.add_t0("run", [t0_result("rare_edge[accept]", 1, 64, {"family": "edge", "forced_probe": probe})])
     report.add_t0("probe_zero_ratio_g1", [t0_result("t0_zero_prob_emitted", zero_tokens, rows)])
@@ -270,12 +272,36 @@ def _edge_report(zero_tokens: int, rows: int, more=()):
 def test_zero_tokens_the_named_edge_explains_keep_the_rare_edge_verdict_and_more_do_not():
     from specref.conformance.engine.report import NON_CONFORMING, RARE_EDGE
 
-    rows = 16_000_000  # 32M draws at 2^-24: 1.9 expected
+    rows = 32_000_000  # 32M accept tests (the accept edge acts on those alone) at 2^-24: 1.9 expected
     natural = _edge_report(2, rows)
     assert natural.verdict == RARE_EDGE and natural.natural_edge["tokens"] == 2, natural.summary()
-    assert "met naturally" in natural.summary() and natural.to_dict()["natural_edge"]["draws"] == 2 * rows
+    assert "met naturally" in natural.summary() and natural.to_dict()["natural_edge"]["draws"] == rows
     assert _edge_report(40, rows).verdict == NON_CONFORMING  # 40 where 1.9 are expected: another bug
-    assert _edge_report(2, 1000).verdict == NON_CONFORMING  # 2 in 2,000 draws: not the 2^-24 edge
+    assert _edge_report(2, 1000).verdict == NON_CONFORMING  # 2 in 1,000 draws: not the 2^-24 edge
+
+
+def test_the_natural_edge_rule_states_the_extra_rate_it_flags_and_a_second_cause_keeps_non_conforming():
+    from scipy.stats import poisson
+
+    from specref.conformance.engine.report import NON_CONFORMING, RARE_EDGE, edge_power
+    from specref.conformance.engine.results import t0_result
+
+    rows, event = 32_000_000, 2.0**-24
+    natural = _edge_report(2, rows).natural_edge
+    extra = natural["flagged_extra_rate"]  # at event + extra per draw, the test at alpha flags with power 0.999
+    critical = next(c for c in range(1, 100) if poisson.sf(c - 1, rows * event) <= 1e-3)
+    assert poisson.sf(critical - 1, rows * (event + extra)) == pytest.approx(0.999, abs=1e-9)
+    assert poisson.sf(critical - 2, rows * event) > 1e-3  # c is the least count flagged
+    assert extra == edge_power(rows, event, 1e-3) and "would have been flagged with probability 0.999" in natural[
+        "words"]  # fmt: skip
+    # a second cause: 3 zero-probability tokens in 1.2M accept tests of another scenario (0.07 expected there), 1 in
+    # the probe's: the run's count (4 against 1.98) passes, but that scenario holds more than its draws explain
+    elsewhere = [t0_result("t0_zero_prob_emitted[cf_zero_support_g3]", 3, 400_000)]
+    second = _edge_report(1, rows, elsewhere, {"cf_zero_support_g3": (400_000, 3)})
+    assert second.verdict == NON_CONFORMING and not second.natural_edge, second.summary()
+    one = _edge_report(1, rows, [t0_result("t0_zero_prob_emitted[cf_zero_support_g3]", 1, 400_000)],
+                       {"cf_zero_support_g3": (400_000, 3)})  # fmt: skip
+    assert one.verdict == RARE_EDGE  # one there: p = 0.07, as likely from the edge
 
 
 def test_an_out_of_support_token_and_its_impossible_outcome_are_the_edge_too_and_a_real_deviation_is_not():
@@ -300,7 +326,7 @@ def test_an_out_of_support_token_and_its_impossible_outcome_are_the_edge_too_and
             0.0,
             {"tier": "T2", "family": "law", "impossible_observed": 1, "p_asymptotic": p_asymptotic},
         )
-        return _edge_report(1, 16_000_000, [t0, t2])
+        return _edge_report(1, 16_000_000, [t0, t2], {"identical_rows_g2": (400_000, 2)})
 
     kept = verdict(0.63)
     assert kept.verdict == RARE_EDGE and kept.natural_edge["tokens"] == 2, kept.summary()
