@@ -124,6 +124,7 @@ class Report:
     probe: dict = field(default_factory=dict)  # the rare-edge probe: tests run and detection probability
     natural_edge: dict = field(default_factory=dict)  # zero-probability tokens a named edge explains (_edge_explains)
     interrupted: str = ""  # why the run stopped before its end (SIGINT): the report is partial
+    timings: dict = field(default_factory=dict)  # where the run's time went (engine/timings.py)
 
     def mark_interrupted(self, why: str) -> None:
         """A partial report: the verdict says so, whatever the checks reached before the interrupt show."""
@@ -326,6 +327,7 @@ class Report:
                 "scenarios": self.scenarios,
                 "checks": [check_record(r, self.contract.name) for r in self.checks],
                 "plots": self.plots,
+                "timings": self.timings,
             }
         )
 
