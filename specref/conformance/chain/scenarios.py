@@ -213,11 +213,22 @@ class Scenario:
         else:
             rows_draws = rng.random((rows, g))
         cdf = np.cumsum(self.draft, axis=1)  # [S, V]
-        for i in range(g):  # g <= 8: a loop over positions, vectorised over rows (and states)
-            for s in np.unique(states[:, i]):
-                rows_s = np.flatnonzero(states[:, i] == s)
-                picked = np.searchsorted(cdf[s], rows_draws[rows_s, i] * cdf[s, -1], side="right")
-                tokens[rows_s, i] = _positive(self.draft[s], np.minimum(picked, v - 1))
+        if self.draft.shape[0] == 1:  # one state: every position at once (the same draws, the same tokens)
+            picked = np.searchsorted(cdf[0], rows_draws * cdf[0, -1], side="right")
+            tokens[:] = _positive(self.draft[0], np.minimum(picked, v - 1))
+            states[:, 1:] = self.next_state[0, tokens]
+        for i in range(g if self.draft.shape[0] > 1 else 0):  # g <= 8: positions, vectorised over rows and states
+            if v <= SMALL_V:  # searchsorted(right) is the count of cdf entries <= x: one comparison for every row
+                here = states[:, i]
+                picked = np.minimum((cdf[here] <= (rows_draws[:, i] * cdf[here, -1])[:, None]).sum(1), v - 1)
+                for row in np.flatnonzero(self.draft[here, picked] <= 0):  # rounding onto a zero: rare
+                    picked[row] = _positive(self.draft[here[row]], picked[row : row + 1])[0]
+                tokens[:, i] = picked
+            else:
+                for s in np.unique(states[:, i]):
+                    rows_s = np.flatnonzero(states[:, i] == s)
+                    picked = np.searchsorted(cdf[s], rows_draws[rows_s, i] * cdf[s, -1], side="right")
+                    tokens[rows_s, i] = _positive(self.draft[s], np.minimum(picked, v - 1))
             states[:, i + 1] = self.next_state[states[:, i], tokens[:, i]]
         num_draft = rng.integers(0, g + 1, size=rows) if self.ragged else np.full(rows, g)
         if self.target.shape[0] == 1:  # context-free: broadcast views, no [B, g+1, V] copy (V may be 151936)
@@ -243,6 +254,10 @@ class Scenario:
             + "from specref.conformance.scenarios import get\n"
             + f"batch = get({self.name!r}){given}.inputs(rows={rows}, seed={seed}, chunk={chunk!r})"
         )
+
+
+#: Up to this vocabulary a Markov scenario draws its drafts by one [B, V] comparison per position.
+SMALL_V = 64
 
 
 def _positive(row: np.ndarray, tokens: np.ndarray) -> np.ndarray:
