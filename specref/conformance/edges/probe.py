@@ -231,8 +231,10 @@ def _probe_batch(caller, design: ProbeDesign, probe: EdgeProbe, batch_name: str,
                             form=caller.form)  # fmt: skip
         words = edge_words(edge) if edge in EDGES else f"breaks {edge} when one float32 uniform is exactly 0"
         rngs = {rng: n for rng, n in call([witness])[3].items() if n}
+        own_rngs = [rng for rng in rngs if rng != GIVEN]
+        reached = f"; reached through {', '.join(own_rngs)}, started forced during the call" if own_rngs else ""
         probe.summary["edges"][key] = {
-            "words": words + (f"; at {sites[0]}" if sites else ""),
+            "words": words + reached + (f"; at {sites[0]}" if sites else ""),
             "batch": batch_name,
             "output": witness,
             "row": rows[0],

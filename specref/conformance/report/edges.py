@@ -53,12 +53,6 @@ def snippet(load: str, edge: dict, dtype: str, seed: int, edge_name: str = "acce
                       f"batch = {batch}", state, *call, show])  # fmt: skip
 
 
-def _reached(rngs: dict | None) -> str:
-    """Which RNGs the forced uniform reached, where it was not the generator given alone."""
-    own = {rng: n for rng, n in (rngs or {}).items() if rng != GIVEN}
-    return f", reached through {', '.join(own)} (started in the forced state during the call)" if own else ""
-
-
 # --- report.md ----------------------------------------------------------------------------------------------------
 
 
@@ -87,7 +81,6 @@ def markdown(record: dict) -> list[str]:
                 f"- **{key}**: {edge['words']}{tail}. Shown with one forced generator output (number "
                 f"{edge['output']}, low 24 bits 0), row {edge['row']} of the {edge['batch']} batch"
                 + (" (one-node trees)" if tree else "")
-                + _reached(edge.get("rngs"))
                 + ":",
                 "",
                 "```python",
