@@ -146,10 +146,12 @@ def calibration(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def bench(session: nox.Session) -> None:
-    """Benchmark the batched engines against baselines; writes reports/bench.md, bench_tree.md and their json."""
+    """Benchmark the batched engines against baselines, and the harness's share of a conformance run's time; writes
+    reports/bench.md, bench_tree.md, harness_share.md and their json."""
     install(session)
     session.run("python", "-m", "specref.batched.bench", *session.posargs)
     session.run("python", "-m", "specref.batched.bench_tree", *session.posargs)
+    session.run("python", "-m", "specref.conformance.share_bench", *session.posargs)  # harness_share.md
 
 
 @nox.session(default=False)

@@ -36,7 +36,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the harness's face: run, contracts' re-exports, resolving IMPL", (C,)),
     ("programs", ("specref.cli", "specref.demo", "specref.e2e", "specref.calibration", "specref.pytest_plugin",
                   f"{C}.cli", f"{C}.suite", f"{C}.tree_suite", f"{C}.lossy_suite", f"{C}.edge_runs",
-                  f"{C}.peers.suite")),
+                  f"{C}.peers.suite", f"{C}.share_bench")),
 )  # fmt: skip
 #: The layers whose packages must not import each other (in the others, modules of one layer may).
 INDEPENDENT = ("the tree and pipeline contracts",)

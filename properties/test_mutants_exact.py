@@ -46,6 +46,7 @@ DESIGN_BUG_CLASSES = {
     "Metrics",
     "Lossy by configuration",
     "Block rule",
+    "Vocabulary tail",
 }
 
 
@@ -192,6 +193,17 @@ def _empty_residual():
     assert ref == [0] and ours == [2]
 
 
+def _whole_tiles():
+    # V = 8,193: the residual's mass is on token 8,192 alone, the last partial tile, which the scan never reaches
+    vocab = bugs.TILE + 1
+    target, draft = [[0.0] * vocab, [1.0] + [0.0] * (vocab - 1)], [[0.0] * vocab]
+    target[0][0], target[0][vocab - 1], draft[0][0] = 0.5, 0.5, 1.0
+    ours, ref = _both(bugs.recovered_whole_tiles_only, target, draft, [0], [0.9, 0.4])
+    assert ref == [vocab - 1] and ours == [0]  # its empty scanned residual falls back to p, and u = 0.4 picks 0
+    small = [[0.5, 0.5, 0.0], [1.0, 0.0, 0.0]]  # below one tile, it scans the whole row
+    assert _both(bugs.recovered_whole_tiles_only, small, [[1.0, 0.0, 0.0]], [0], [0.9, 0.5]) == ([1], [1])
+
+
 def _softmax_residual():
     # Residual [0, .5, 0] -> token 1; softmax([0, .5, 0]) puts 0.27 on token 2, which has p = 0.
     ours, ref = _both(bugs.softmax_residual, [[0.5, 0.5, 0], [1, 0, 0]], [[1, 0, 0]], [0], [0.9, 0.9])
@@ -329,6 +341,7 @@ BUG_TESTS = {
     "inverse_cdf_from_first_token": lambda: _left_search(bugs.inverse_cdf_from_first_token),
     "empty_residual_out_of_vocab": _empty_residual,
     "softmax_residual": _softmax_residual,
+    "recovered_whole_tiles_only": _whole_tiles,
     "residual_floor_eps": _floor,
     "continue_after_reject": _continue_after_reject,
     "count_all_accepts": _count_all_accepts,

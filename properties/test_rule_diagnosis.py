@@ -70,4 +70,5 @@ def test_block_verification_declared_exact_is_told_it_follows_block():
     assert rules["block"]["matches"] and rules["block"]["checks"] > 0, report.rule_diagnosis
     assert not rules["match"]["matches"], report.rule_diagnosis
     assert report.rule_diagnosis["acceptance_ratio"] > 1.02
-    assert "it matches rule 'block'" in report.summary()
+    assert "it matches rule 'block': no deviation from its acceptance law detected above TV" in report.summary()
+    assert rules["block"]["ruled_out"]["accepted_length_law"]["worst"] < 0.05  # what the match rules out (fit.py)

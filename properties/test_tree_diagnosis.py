@@ -30,3 +30,6 @@ def test_rsd_declared_target_only_keeps_the_law_and_is_told_it_matches_rsd():
     assert d["rules"]["rsd"]["matches"] and d["rules"]["rsd"]["checks"] > 0, d
     assert not d["rules"]["sample_match"]["matches"], d
     assert "it matches rule 'rsd'" in report.summary() and "those of rule 'target_only'" in report.summary()
+    ruled = d["rules"]["rsd"]["ruled_out"]  # what the match rules out: a bound per kind, in its unit (fit.py)
+    assert ruled and all(0 < e["worst"] < 1 and e["checks"] >= 1 for e in ruled.values()), ruled
+    assert "it matches rule 'rsd': no deviation from its acceptance law detected above" in report.summary()

@@ -22,7 +22,9 @@ directly (tempering is invertible). CUDA's Philox cannot be forced this way; see
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
 import zlib
 from collections.abc import Callable, Iterable
 
@@ -36,6 +38,7 @@ __all__ = [
     "forced_generator",
     "forced_state",
     "outputs_used",
+    "reaching",
 ]
 
 STATE_WORDS = 624
@@ -177,3 +180,151 @@ def _rounded_half_event(dtype: torch.dtype) -> float:
     """(1 + #{k < 2^24 : k / 2^24 rounds to 1.0 in dtype}) / 2^24, by this torch's float32 -> dtype rounding."""
     grid = torch.arange(2**24, dtype=torch.float64).div_(2**24).to(torch.float32)  # exact: 24-bit grid
     return (1 + int((grid.to(dtype) == 1).sum())) / 2**24
+
+
+# --- reach: the RNGs a verifier seeds, forks or makes during one call ------------------------------------------
+
+#: The names a reach record gives the RNGs it forced (Reach.reads' keys, in report.json's words).
+GIVEN, GLOBAL, SEEDED, NEW = (
+    "the generator given",
+    "torch's global RNG",
+    "a torch.Generator it seeded",
+    "a new torch.Generator",
+)
+_ACTIVE: list = [None]  # the Reach in force (one at a time), or None
+
+
+class Reach:
+    """During one forced call (`reaching`), every CPU torch RNG the verifier seeds (`torch.manual_seed`,
+    `Generator.manual_seed`), forks (`torch.random.fork_rng`) or makes (`torch.Generator()`) starts in the same
+    forced state, and so does torch's global RNG on entry, so their first float32 uniforms are the forced ones
+    whichever RNG the verifier draws from. Only in the thread that entered; a generator made before the call and
+    seeded during it is not reached (its method cannot be replaced). `reads`: {name: outputs read of the forced
+    streams, summed over the RNGs of that name}; `count`: {name: RNGs forced}."""
+
+    def __init__(self, state: torch.Tensor):
+        self.state, self.thread = state, threading.get_ident()
+        self.reads: dict[str, int] = {}
+        self.count: dict[str, int] = {}
+        self._open: dict[int, tuple[str, torch.Generator, int]] = {}  # id -> (name, generator, outputs at open)
+
+    def here(self) -> bool:
+        return _ACTIVE[0] is self and threading.get_ident() == self.thread
+
+    def open(self, generator: torch.Generator, name: str, read: int = 0) -> None:
+        """Count what `generator` reads of a forced stream from now on (it has read `read` of it so far)."""
+        self.settle(generator)
+        self._open[id(generator)] = (name, generator, read)
+
+    def force(self, generator: torch.Generator, name: str) -> None:
+        """Put `generator` (CPU) in the forced state, counting what it read of an earlier forcing first."""
+        if generator.device.type != "cpu":
+            return
+        self.settle(generator)
+        if name in (SEEDED, NEW) or name not in self.count:
+            self.count[name] = self.count.get(name, 0) + 1
+        generator.set_state(self.state)
+        self.open(generator, name)
+
+    def settle(self, generator: torch.Generator) -> int | None:
+        """Add what `generator` read of its forced stream since it was opened to reads, and stop counting it
+        (before its state is replaced or restored); returns the outputs it has read of that stream, or None where
+        it was not counted."""
+        name, _, read = self._open.pop(id(generator), (None, None, 0))
+        if name is None:
+            return None
+        used = outputs_used(generator.get_state())
+        used = FORCEABLE if used is None else used
+        self.reads[name] = self.reads.get(name, 0) + max(used - read, 0)
+        return used
+
+    def close(self) -> None:
+        for _, generator, _ in list(self._open.values()):
+            self.settle(generator)
+
+    def words(self) -> str:
+        """Which RNGs read forced outputs, in words: "torch's global RNG (128 outputs), ..."."""
+        read = [(name, n) for name, n in self.reads.items() if n]
+        return ", ".join(f"{name}{f' x{self.count[name]}' if self.count.get(name, 1) > 1 else ''} ({n:,} outputs)"
+                         for name, n in read) or "none"  # fmt: skip
+
+
+def _reached_generator_class(base: type) -> type:
+    class Same(type(base)):  # isinstance(g, torch.Generator) holds for the generators made before the call too
+        def __instancecheck__(cls, obj):
+            return isinstance(obj, base)
+
+        def __subclasscheck__(cls, sub):
+            return issubclass(sub, base)
+
+    class ReachedGenerator(base, metaclass=Same):
+        """torch.Generator during a forced call: a CPU generator made or seeded in it starts in the forced state."""
+
+        def __init__(self, device="cpu"):  # the device is taken by torch's __new__
+            reach = _ACTIVE[0]
+            if reach is not None and reach.here():
+                reach.force(self, NEW)
+
+        def manual_seed(self, seed):
+            reach = _ACTIVE[0]
+            reach = reach if reach is not None and reach.here() else None
+            if reach is not None:
+                reach.settle(self)
+            out = super().manual_seed(seed)
+            if reach is not None:
+                reach.force(self, SEEDED)
+            return out
+
+    return ReachedGenerator
+
+
+@contextlib.contextmanager
+def reaching(state: torch.Tensor, given: torch.Generator | None = None):
+    """Within it, the verifier's own CPU RNGs start in `state` too (Reach); yields the Reach. `given`: the generator
+    the verifier was given, counted under GIVEN (already in `state`)."""
+    import torch.random as torch_random
+
+    reach = Reach(state)
+    saved_global = torch.default_generator.get_state()
+    originals = (torch.manual_seed, torch_random.manual_seed, torch_random.fork_rng, torch.Generator)
+    manual_seed, fork_rng, base = originals[1], originals[2], originals[3]
+
+    def seeded(seed):
+        here = reach.here()
+        if here:
+            reach.settle(torch.default_generator)
+        out = manual_seed(seed)
+        if here:
+            reach.force(torch.default_generator, GLOBAL)
+        return out
+
+    @contextlib.contextmanager
+    def forked(*args, **kwargs):
+        here = reach.here()
+        resume = reach.settle(torch.default_generator) if here else None
+        with fork_rng(*args, **kwargs):
+            if here:
+                reach.force(torch.default_generator, GLOBAL)
+            try:
+                yield
+            finally:
+                if here:
+                    reach.settle(torch.default_generator)  # before fork_rng restores the state it saved
+        if resume is not None:  # the stream it left continues
+            reach.open(torch.default_generator, GLOBAL, resume)
+
+    if given is not None:
+        reach.count[GIVEN] = 1
+        reach.open(given, GIVEN)
+    _ACTIVE[0] = reach
+    torch.manual_seed = torch_random.manual_seed = seeded
+    torch_random.fork_rng = forked
+    torch.Generator = _reached_generator_class(base)
+    reach.force(torch.default_generator, GLOBAL)
+    try:
+        yield reach
+    finally:
+        torch.manual_seed, torch_random.manual_seed, torch_random.fork_rng, torch.Generator = originals
+        _ACTIVE[0] = None
+        reach.close()
+        torch.default_generator.set_state(saved_global)

@@ -128,6 +128,12 @@ _ENTRIES = [
         "bug class: clamp(min=eps) leaks mass to p = 0 tokens",
     ),
     _entry(
+        bugs.recovered_whole_tiles_only,
+        "Vocabulary tail",
+        ["correction_law", "first_token_law"],
+        "bug class: a tiled recovered-token sampler that drops the last partial tile (vLLM's Triton tiles: 8,192)",
+    ),
+    _entry(
         bugs.continue_after_reject,
         "Control flow",
         ["t0_prefix_is_drafts"],

@@ -182,6 +182,26 @@ def residual_floor_eps(target_probs, draft_probs, draft_tokens, generator=None, 
     return run(target_probs, draft_probs, draft_tokens, uniforms_for(uniforms, generator, draft_tokens), steps)
 
 
+# --- vocabulary tail ---
+
+#: The tile of `recovered_whole_tiles_only`: vLLM's Triton samplers scan the vocabulary 8,192 tokens at a time.
+TILE = 8192
+
+
+def _whole_tiles(p_row, q_row, drafted):
+    residual = (p_row - q_row).clamp(min=0)
+    vocab_size = residual.shape[-1]
+    residual[:, (vocab_size // TILE) * TILE if vocab_size >= TILE else vocab_size :] = 0.0
+    return residual
+
+
+def recovered_whole_tiles_only(target_probs, draft_probs, draft_tokens, generator=None, *, uniforms=None):
+    """The recovered (correction) token is drawn scanning only whole tiles of 8,192 tokens: at V >= 8,192 the
+    residual's mass in the last, partial tile is never emitted (the rest renormalised); the bonus draw is whole."""
+    steps = Steps(residual=_whole_tiles)
+    return run(target_probs, draft_probs, draft_tokens, uniforms_for(uniforms, generator, draft_tokens), steps)
+
+
 # --- control flow ---
 
 

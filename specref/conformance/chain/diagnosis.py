@@ -3,7 +3,9 @@
 Counts do not depend on the rule, only expected laws do, so every other rule is tested on the same data, each on
 its own full plan: the rule checks that rule's plan_for gives every scenario (its tested checks, at alphas split by
 Bonferroni over that plan as a run declaring it would, and its certain checks: a rejection where it has Z = 0), and
-the residual support it allows. A rule matches only when at least one of its checks was tested and none failed.
+the residual support it allows. A rule matches only when at least one of its checks was tested and none failed;
+the match states what it rules out: the largest deviation from the rule's law each kind of its checks would have
+detected (engine/fit.py).
 The diagnosis spends no alpha of the run and never changes the verdict. It also gives the acceptance ratio: accepted
 drafts over those the declared rule would accept on the same rows ("against" names that rule unless it is exact).
 """
@@ -11,6 +13,7 @@ drafts over those the declared rule would accept on the same rows ("against" nam
 from __future__ import annotations
 
 from ...stats import ErrorBudget
+from ..engine.fit import ruled_out
 from ..engine.plan import RULE, family_of
 from . import laws
 from .plan import plan_for
@@ -54,6 +57,7 @@ def rule_fit(tallies: dict, rule: str, alpha: float) -> dict:
         "checks": len(checked),
         "failed": failed,
         "residual_support_violations": support,
+        "ruled_out": ruled_out(checked),  # the deviation from the rule's law each kind would have seen (fit.py)
     }
 
 

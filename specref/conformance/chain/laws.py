@@ -158,6 +158,25 @@ def may_correct(target_rows: np.ndarray, draft_rows: np.ndarray | None, drafts: 
     return allowed
 
 
+def may_correct_at(target_seen: np.ndarray, draft_seen: np.ndarray | None, rows: np.ndarray, positions: np.ndarray,
+                   drafts: np.ndarray, tokens: np.ndarray) -> dict[str, np.ndarray]:  # fmt: skip
+    """{rule: [R] bool}: may_correct(target_seen[rows, positions], ...)[r, tokens[r]] for every rule, computed at the
+    tokens alone; a context-free batch (broadcast rows: strides 0) reads one row per position instead of [R, V]."""
+    p = target_seen[rows, positions, tokens]
+    match = (p > 0) & (tokens != drafts)
+    if draft_seen is None:
+        return dict.fromkeys(RULES, match)
+    q = draft_seen[rows, positions, tokens]
+    if target_seen.strides[0] == 0 and draft_seen.strides[0] == 0:  # the same rows in every batch row
+        levels = np.unique(positions)
+        empty_at = ~((target_seen[0, levels] - draft_seen[0, levels]) > 0).any(-1)  # [levels]
+        empty = empty_at[np.searchsorted(levels, positions)]
+    else:
+        empty = ~((target_seen[rows, positions] - draft_seen[rows, positions]) > 0).any(-1)
+    residual = (p - q > 0) | (empty & (p > 0))
+    return {rule: match if check_rule(rule) == "match" else residual for rule in RULES}
+
+
 def first_token_given_drafts(scenario: Scenario, drafts, rule: str = "exact") -> np.ndarray:
     """[V]: the law of the first emitted token when every row carries the drafts `drafts` [g] from the start state."""
     if _block(scenario, rule):

@@ -64,6 +64,16 @@ def t0_violations(
     }, accepted
 
 
+def _bump(table: np.ndarray, index: tuple) -> None:
+    """np.add.at(table, index, 1), by one bincount (np.add.at is an order of magnitude slower) where the table is a
+    small contiguous count table."""
+    if table.size > 1 << 22 or not table.flags.c_contiguous:
+        np.add.at(table, index, 1)
+        return
+    flat = np.ravel_multi_index(index, table.shape)
+    table += np.bincount(flat, minlength=table.size).reshape(table.shape).astype(table.dtype, copy=False)
+
+
 def t2_plan(scenario: Scenario, rule: str = "exact") -> list[str]:
     """The T2 kinds a scenario tests (plan.plan_for(...).tested): the budget is split over these."""
     return plan_for(scenario, rule).tested
@@ -125,8 +135,8 @@ class Tally(Counts):
 
         rows_ok = np.flatnonzero(good)
         st, acc, nd = batch.states[rows_ok], accepted[rows_ok], batch.num_draft[rows_ok]
-        np.add.at(self.first, (st[:, 0], out[rows_ok, 0]), 1)
-        np.add.at(self.length, (st[:, 0], nd, acc), 1)
+        _bump(self.first, (st[:, 0], out[rows_ok, 0]))
+        _bump(self.length, (st[:, 0], nd, acc))
         rej = acc < nd
         state_at = st[np.arange(rows_ok.size), acc]
         corr_stratum = state_at[rej]
@@ -134,8 +144,8 @@ class Tally(Counts):
             corr_stratum = corr_stratum * v + batch.draft_tokens[rows_ok[rej], acc[rej]]
         if rej.any() and "rejection" not in self.examples:  # the example a certain reject_rate failure shows
             self._count("rejection", np.isin(np.arange(rows), rows_ok[rej]), batch, out, where)
-        np.add.at(self.correction, (corr_stratum, last[rows_ok[rej]]), 1)
-        np.add.at(self.bonus, (state_at[~rej], last[rows_ok[~rej]]), 1)
+        _bump(self.correction, (corr_stratum, last[rows_ok[rej]]))
+        _bump(self.bonus, (state_at[~rej], last[rows_ok[~rej]]))
         for i in range(g):
             here = nd > i
             self.reached[i] += int((here & (acc >= i)).sum())
@@ -145,7 +155,7 @@ class Tally(Counts):
             half = half[np.isin(half + 1, rows_ok)]
             if self.pairs is None:
                 self.pairs = np.zeros((v, v), dtype=np.int64)
-            np.add.at(self.pairs, (out[half, 0], out[half + 1, 0]), 1)
+            _bump(self.pairs, (out[half, 0], out[half + 1, 0]))
         return good
 
     @staticmethod
@@ -164,13 +174,11 @@ class Tally(Counts):
             return
         target_seen, draft_seen = probs_seen
         pos = accepted[idx]
-        p_rows = target_seen[idx, pos]  # [R, V]
-        q_rows = None if draft_seen is None else draft_seen[idx, pos]
         d = batch.draft_tokens[idx, pos]
+        allowed = laws.may_correct_at(target_seen, draft_seen, idx, pos, d, last[idx])  # {rule: [R]}
         for rule in laws.RULES:
-            allowed = laws.may_correct(p_rows, q_rows, d, rule)
             bad = np.zeros(len(rejected), dtype=bool)
-            bad[idx[~allowed[np.arange(idx.size), last[idx]]]] = True
+            bad[idx[~allowed[rule]]] = True
             self.support_violations[rule] += int(bad.sum())
             if rule == self.rule:
                 fresh = "t0_residual_support" not in self.examples
@@ -178,11 +186,12 @@ class Tally(Counts):
                 if fresh and "t0_residual_support" in self.examples:  # the offending token, with its p and q
                     i = int(np.flatnonzero(bad[idx])[0])
                     token, drafted = int(last[idx[i]]), int(d[i])
-                    q, q_drafted = (None, None) if q_rows is None else (float(q_rows[i, token]),
-                                                                        float(q_rows[i, drafted]))  # fmt: skip
+                    p_row = target_seen[idx[i], pos[i]]
+                    q_row = None if draft_seen is None else draft_seen[idx[i], pos[i]]
+                    q, q_drafted = (None, None) if q_row is None else (float(q_row[token]), float(q_row[drafted]))
                     self.examples["t0_residual_support"].update(
-                        position=int(pos[i]), token=token, p=float(p_rows[i, token]), q=q, drafted=drafted,
-                        p_drafted=float(p_rows[i, drafted]), q_drafted=q_drafted)  # fmt: skip
+                        position=int(pos[i]), token=token, p=float(p_row[token]), q=q, drafted=drafted,
+                        p_drafted=float(p_row[drafted]), q_drafted=q_drafted)  # fmt: skip
 
     def _count(self, name: str, bad: np.ndarray, batch: Batch, out: np.ndarray, where: dict) -> None:
         hits = int(bad.sum())

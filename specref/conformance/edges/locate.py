@@ -22,6 +22,7 @@ import threading
 import torch
 from torch.overrides import TorchFunctionMode
 
+from ...forced import reaching
 from ..engine.callform import CallForm, call_inputs
 
 _HARNESS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # specref/conformance/
@@ -98,7 +99,8 @@ def _replay(adapter, batch, generator_seed: int, generator_state: torch.Tensor,
     args, kwargs = call_inputs(batch, generator_seed, dtype=adapter.dtype, device=adapter.device,
                                generator_state=generator_state, form=form, **declared)  # fmt: skip
     mode = _ZeroTies()
-    with mode:
+    given = next(a for a in args if isinstance(a, torch.Generator))
+    with reaching(generator_state, given), mode:  # the RNGs it seeds or makes start forced, as in the probe's call
         adapter.verify(*args, **kwargs)
     return mode.sites
 

@@ -44,7 +44,7 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from ...forced import FORCEABLE, event_probability, forced_state
+from ...forced import FORCEABLE, GIVEN, event_probability, forced_state
 from ...stats import CheckResult
 from ...stats import not_tested as _not_tested
 from ..engine.calls import AdapterFailure, Caller
@@ -132,16 +132,24 @@ def edge_probe(caller: Caller, seed: int, timeout: Callable[[], float], design: 
         name = f"{KIND}[{edge}]"
         found = probe.summary["edges"].get(edge)
         if found:  # a failure of natural draws is a law failure (as t0_zero_prob_emitted); a forced-only one, an edge
-            family = LAW if found.get("natural") else FAMILY
-            probe.results.append(t0_result(name, 1, ROWS, {"family": family, "edge": found["words"]}))
+            probe.results.append(_found(name, found))
         elif shown.get(edge, "not probed"):
             probe.results.append(_untested(name, shown.get(edge, "not probed")))
         else:
             probe.results.append(t0_result(name, 0, ROWS, {"family": FAMILY}))
+    for key, found in probe.summary["edges"].items():  # a finding no edge above names ('bonus:t0_...'): failed too
+        if key not in EDGES:
+            probe.results.append(_found(f"{KIND}[{key}]", found))
     probe.seconds = time.perf_counter() - started  # wall time, calls and locating included (not in the records:
     # merged shards must equal one run bit for bit)
     probe.results[-1].details["forced_probe"] = probe.summary  # carried by report.json and by shards
     return probe
+
+
+def _found(name: str, found: dict) -> CheckResult:
+    """The failed record of one finding: family "edge" when forced zeros alone show it, "law" when natural draws
+    do too."""
+    return t0_result(name, 1, ROWS, {"family": LAW if found.get("natural") else FAMILY, "edge": found["words"]})
 
 
 def not_shown(why: str) -> EdgeProbe:
@@ -169,29 +177,34 @@ def _probe_batch(caller, design: ProbeDesign, probe: EdgeProbe, batch_name: str,
     # takes it; its tokens read back as the chain's [B, 2]
     generator_seed = derive_seed("edge", seed, batch_name)
     edges_here = ("accept", "correction") if batch_name == "accept" else ("bonus",)
-    memo: dict[tuple, tuple[dict[int, str], int | None, int]] = {}
+    memo: dict[tuple, tuple[dict[int, str], int | None, int, dict[str, int]]] = {}
 
-    def call(positions) -> tuple[dict[int, str], int | None, int]:
+    def call(positions) -> tuple[dict[int, str], int | None, int, dict[str, int]]:
         key = tuple(positions)
         if key not in memo:
             state = forced_state(positions, seed=generator_seed)
             out, seen, _ = caller(called, generator_seed, timeout=timeout(), generator_state=state,
                                   where={"scenario": f"edge_{batch_name}", "rows": ROWS})  # fmt: skip
             found = design.classify(batch_name, batch, caller.contract.tokens(out), seen[0])
-            memo[key] = found, caller.outputs_used, caller.seeds_drawn
+            memo[key] = found, caller.outputs_used, caller.seeds_drawn, caller.reached
         return memo[key]
 
-    found, used, seeds = call(range(FORCEABLE))
-    read = FORCEABLE if used is None else used
+    found, used, seeds, reached = call(range(FORCEABLE))
+    # the RNGs it seeded, forked or made during the call started in the forced state too (forced.reaching)
+    own = {rng: n for rng, n in reached.items() if rng != GIVEN and n}
+    given = FORCEABLE if used is None else used
+    read = given + sum(own.values())
+    span = min(max([given, *own.values()]), FORCEABLE)  # the forced positions any RNG read
     probe.summary["batches"][batch_name] = {"outputs_read": read, "rows_with_a_zero_probability_token": len(found),
-                                            "seeds_drawn": seeds}  # fmt: skip
-    if read < ROWS or seeds:
+                                            "seeds_drawn": seeds, "rngs_reached": {GIVEN: given, **own}}  # fmt: skip
+    if read < ROWS or (seeds and not own):
         why = (
             f"rare edge not shown: the verifier drew {seeds} seed{'s' * (seeds != 1)} from the generator it was "
             "given for RNGs of its own (seeds_from), so the forced zeros landed in seeds, not in its uniforms"
             if seeds
-            else f"rare edge not shown: the verifier read {read} outputs of the generator it was given for {ROWS} "
-            "rows (its uniforms come from elsewhere: its own RNG, numpy, or a seed drawn from the generator)"
+            else f"rare edge not shown: the verifier read {read} outputs of the generator it was given and of the "
+            f"torch RNGs it seeded, forked or made during the call, for {ROWS} rows (its uniforms come from "
+            "elsewhere: numpy, an engine's sampler, or a torch.Generator made before the call)"
         )
         probe.summary["not_shown"] = why
         shown.update({edge: why for edge in edges_here})
@@ -207,7 +220,7 @@ def _probe_batch(caller, design: ProbeDesign, probe: EdgeProbe, batch_name: str,
                                            f"forced zero ({hits} of {ROWS} rows): not only a rare edge",
                                            "batch": batch_name, "natural": True}  # fmt: skip
             continue
-        witness = _single(lambda positions, e=edge: e in call(positions)[0].values(), list(range(read)))
+        witness = _single(lambda positions, e=edge: e in call(positions)[0].values(), list(range(span)))
         if witness is None:
             probe.summary.setdefault("not_counted", []).append(
                 f"{edge} in the {batch_name} batch only with several forced zeros at once (never in nature)"
@@ -217,14 +230,18 @@ def _probe_batch(caller, design: ProbeDesign, probe: EdgeProbe, batch_name: str,
         sites = locate_edge(caller.adapter, called, generator_seed, forced_state([witness], seed=generator_seed),
                             form=caller.form)  # fmt: skip
         words = edge_words(edge) if edge in EDGES else f"breaks {edge} when one float32 uniform is exactly 0"
+        rngs = {rng: n for rng, n in call([witness])[3].items() if n}
+        own_rngs = [rng for rng in rngs if rng != GIVEN]
+        reached = f"; reached through {', '.join(own_rngs)}, started forced during the call" if own_rngs else ""
         probe.summary["edges"][key] = {
-            "words": words + (f"; at {sites[0]}" if sites else ""),
+            "words": words + reached + (f"; at {sites[0]}" if sites else ""),
             "batch": batch_name,
             "output": witness,
             "row": rows[0],
             "generator_seed": generator_seed,
             "sites": sites,
             "event_probability": event_probability("cpu", torch.float32),
+            "rngs": rngs,  # {RNG: outputs read}: where the forced uniform reached it (GIVEN alone: the generator)
         }
     if batch_name == "accept" and "accept" in probe.summary["edges"] and "correction" not in probe.summary["edges"]:
         shown["correction"] = "not shown: the forced rows were accepted (the accept failure), so none drew a correction"

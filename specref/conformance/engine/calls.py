@@ -37,16 +37,18 @@ import threading
 import time
 import traceback
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from ...errors import AdapterFailure
-from ...forced import outputs_used
+from ...forced import outputs_used, reaching
 from .callform import CallForm, _arguments, _job
 from .hangs import HangLimits
 from .locate import describe_error, locate, raised_at
 from .seeds import seeds_drawn
+from .timings import Timings
 
 #: 'process' or 'thread' forces a mode (where possible); unset: process for CPU adapters where fork exists.
 MODE_ENV = "SPECREF_CALL_MODE"
@@ -75,25 +77,30 @@ def call_mode(adapter) -> str:
 
 
 def _execute(verify, job: dict) -> tuple:
-    """('ok', tokens [B, g+1] int64, seconds) or ('failure', kind, message, location); never raises."""
+    """('ok', tokens [B, g+1] int64, seconds, outputs used, seeds drawn, RNGs reached, CPU seconds) (the forced
+    generator's figures None, 0, {} without a forced state) or ('failure', kind, message, location); never
+    raises."""
     try:
         args, kwargs = _arguments(job)
     except BaseException as error:  # noqa: BLE001 -- e.g. out of memory building the inputs
         return ("failure", "exception", f"building the inputs: {describe_error(error)}", None)
-    start, seeds = time.perf_counter(), seeds_drawn()
+    start, cpu, seeds = time.perf_counter(), time.process_time(), seeds_drawn()
+    state = job.get("generator_state")
+    given = None if state is None else next(a for a in args if isinstance(a, torch.Generator))  # the form's place
     try:
-        out = verify(*args, **kwargs)
+        with contextlib.nullcontext() if state is None else reaching(torch.from_numpy(state), given) as reach:
+            out = verify(*args, **kwargs)
         tokens = job["form"].read(out, job)
     except AdapterFailure as failure:
         return ("failure", failure.kind, failure.message, None)
     except BaseException as error:  # noqa: BLE001 -- anything the adapter raises is a verdict, not a crash
         return ("failure", "exception", describe_error(error), raised_at(error.__traceback__, verify, skip=_HERE))
-    seconds = time.perf_counter() - start
-    if job.get("generator_state") is None:
-        return ("ok", tokens, seconds)
-    generator = next(a for a in args if isinstance(a, torch.Generator))  # where the contract's form put it
-    # how far the forced stream was read, and how many seeds for other RNGs were drawn from it (adapters.seeds_from)
-    return ("ok", tokens, seconds, outputs_used(generator.get_state()), seeds_drawn() - seeds)
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu  # cpu: the worker's, all its threads
+    if state is None:
+        return ("ok", tokens, seconds, None, 0, {}, cpu)
+    # how far the forced stream was read, how many seeds for other RNGs were drawn from it (adapters.seeds_from),
+    # and what the RNGs the verifier seeded, forked or made read of theirs (forced.reaching)
+    return ("ok", tokens, seconds, outputs_used(given.get_state()), seeds_drawn() - seeds, reach.reads, cpu)
 
 
 # --- the caller ------------------------------------------------------------------------------------------------------
@@ -102,15 +109,18 @@ def _execute(verify, job: dict) -> tuple:
 class Caller:
     """Calls one adapter in its mode (module docstring); use as a context manager, or close() when done."""
 
-    def __init__(self, adapter, contract, mode: str | None = None, limits: HangLimits | None = None):
+    def __init__(self, adapter, contract, mode: str | None = None, limits: HangLimits | None = None,
+                 timings: Timings | None = None):  # fmt: skip
         self.adapter = adapter
         self.contract = contract  # chosen once, above the engine (specref.conformance.contracts)
         self.form = self.contract.form  # how its calls are built and read
         self.mode = mode or self.contract.call_mode or call_mode(adapter)
         self.limits = limits or HangLimits(None, DEFAULT_FLOOR)
         self.workers_started = 0
+        self.timings = timings or Timings()  # where the run's time goes (timings.py): inputs, calls, the verifier
         self.outputs_used: int | None = None  # outputs of a forced generator state the last call read
         self.seeds_drawn = 0  # seeds the last call drew from that state for RNGs of its own (adapters.seeds_from)
+        self.reached: dict[str, int] = {}  # {RNG: outputs of the forced stream it read} in the last call (Reach)
         self._process = self._conn = self._dump = None
 
     def __enter__(self) -> Caller:
@@ -138,26 +148,62 @@ class Caller:
         generator_state: a forced CPU generator state (specref.forced); `self.outputs_used` then tells how many
         outputs of it the call read (None: past the forced ones, or the generator was not read as a stream).
         """
+        return self.finish(
+            self.start(
+                self.prepare(
+                    batch,
+                    generator_seed,
+                    timeout=timeout,
+                    uniforms=uniforms,
+                    dtype=dtype,
+                    where=where,
+                    generator_state=generator_state,
+                )
+            )
+        )
+
+    def prepare(self, batch, generator_seed: int, *, timeout: float | None = None,
+                uniforms: np.ndarray | None = None, dtype: torch.dtype | None = None, where: dict | None = None,
+                generator_state: torch.Tensor | None = None) -> Call:  # fmt: skip
+        """A call's job, built and not sent: `start` sends it, `finish` waits for its output. Work done between
+        start and finish (the last call's tally, the next call's inputs: passes.py) runs while the adapter does; one
+        call is in flight at a time (the worker's pipe would otherwise fill in both directions)."""
         dtype = dtype or self.adapter.dtype
         declared = {name: getattr(self.adapter, name) for name in self.form.declares}
-        job, seen = _job(batch, generator_seed, dtype, self.adapter.device, declared, uniforms, generator_state,
-                         self.form)  # fmt: skip
+        with self.timings.phase("inputs"):
+            job, seen = _job(batch, generator_seed, dtype, self.adapter.device, declared, uniforms, generator_state,
+                             self.form)  # fmt: skip
         rows = len(batch)
         target = batch.target_probs  # None: a pipeline, which computes its own probabilities
         key, elements = _rate_key(where, uniforms), 1 if target is None else int(np.prod(target.shape[1:]))
         timeout = self.limits.limit(key, rows, elements) if timeout is None else timeout
-        if self.mode == "inline":
-            reply = _execute(self.adapter.verify, job)
-        elif self.mode == "thread":
-            reply = self._in_thread(job, timeout, rows)
-        else:
-            reply = self._in_worker(job, timeout, rows)
+        return Call(job, seen, where, rows, key, elements, timeout)
+
+    def start(self, call: Call) -> Call:
+        """Send a prepared call to the worker (process mode; the other modes run it in `finish`)."""
+        call.started = time.perf_counter()
+        if self.mode == "process":
+            with self.timings.phase("call"):
+                call.sent = self._send(call.job, call.rows)
+        return call
+
+    def finish(self, call: Call) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray | None], float]:
+        """The output of a call begun with `start`, as __call__ returns it; raises AdapterFailure as __call__ does."""
+        with self.timings.phase("call"):
+            if self.mode == "inline":
+                reply = _execute(self.adapter.verify, call.job)
+            elif self.mode == "thread":
+                reply = self._in_thread(call.job, call.timeout, call.rows)
+            else:
+                reply = call.sent or self._receive(call.timeout, call.rows)
         if reply[0] == "failure":
-            raise AdapterFailure(reply[1], reply[2], reply[3], where)
-        self.limits.record(key, rows, elements, reply[2])
+            raise AdapterFailure(reply[1], reply[2], reply[3], call.where)
+        self.timings.verifier(reply[2], reply[6] if len(reply) > 6 else 0.0, time.perf_counter() - call.started)
+        self.limits.record(call.key, call.rows, call.elements, reply[2])
         self.outputs_used = reply[3] if len(reply) > 3 else None
         self.seeds_drawn = reply[4] if len(reply) > 4 else 0
-        return reply[1], seen, reply[2]
+        self.reached = reply[5] if len(reply) > 5 else {}
+        return reply[1], call.seen, reply[2]
 
     def hang_limit(self, rows: int, elements: int, where: dict | None = None) -> float:
         """The seconds a call of `rows` rows of `elements` probabilities each may take before it is declared hung."""
@@ -180,16 +226,26 @@ class Caller:
 
     # process mode
 
-    def _in_worker(self, job: dict, timeout: float, rows: int) -> tuple:
+    def _send(self, job: dict, rows: int) -> tuple | None:
+        """Send a job to the worker (started if need be); None, or the failure when the worker died."""
         if self._process is None:
             self._start()
         try:
             self._conn.send(job)
+        except (EOFError, OSError):
+            return self._died(rows)
+        return None
+
+    def _died(self, rows: int) -> tuple:
+        return ("failure", "crash", f"the worker process died during the call ({self._stop()}) on a batch of "
+                f"{rows} rows", None)  # fmt: skip
+
+    def _receive(self, timeout: float, rows: int) -> tuple:
+        try:
             answered = self._conn.poll(timeout)
             reply = self._conn.recv() if answered else None
         except (EOFError, OSError):
-            return ("failure", "crash", f"the worker process died during the call ({self._stop()}) on a batch of "
-                    f"{rows} rows", None)  # fmt: skip
+            return self._died(rows)
         if reply is None:
             location = self._hung_at()
             self._stop()
@@ -261,6 +317,22 @@ class Caller:
             except OSError:
                 pass
         self._stop()
+
+
+@dataclass
+class Call:
+    """A call begun (Caller.start) and not yet finished: its job, the probabilities as the adapter sees them, and
+    what its hang limit and rate record need."""
+
+    job: dict
+    seen: tuple
+    where: dict | None
+    rows: int
+    key: str
+    elements: int
+    timeout: float
+    sent: tuple | None = None  # the failure of sending it (the worker died), else None
+    started: float = 0.0  # when it was sent (perf_counter)
 
 
 def _rate_key(where: dict | None, uniforms) -> str:

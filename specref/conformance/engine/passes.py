@@ -180,19 +180,36 @@ def _scenario_pass(caller, s: Scenario, calls: Calls, seed: int, fixed: int | No
         return
     first = calls.first_rows.get(s.name, first_call_rows(s, fixed))
     begun, planned = time.perf_counter(), first  # rows of this scenario's chunks so far, in any shard
-    chunk = 1
-    while planned < cap and time.perf_counter() < slice_end:
+    chunk, ahead, counted = 1, None, None  # ahead: the next chunk's inputs, built while a call runs
+
+    def size(planned: int) -> int:
+        if not (planned < cap and time.perf_counter() < slice_end):
+            return 0
         rows_now = int(min(s.rows_per_call, cap - planned))
-        if fixed is None:  # sized by time: a call should end by the slice's end, at this scenario's measured rate
-            rows_now = _rows_in_time(caller, s, rows_now, slice_end)
-            if not rows_now:  # not one row fits in the slice's time left
-                break
+        # sized by time: a call should end by the slice's end, at this scenario's measured rate (0: no row fits)
+        return rows_now if fixed is not None else _rows_in_time(caller, s, rows_now, slice_end)
+
+    while True:
+        rows_now, prepared = ahead or (size(planned), None)
+        ahead = None
+        if not rows_now:
+            break
         if owns(chunk):
-            feed(caller, s, calls, rows_now, chunk, seed=seed, clock=clock)
+            call = start_feed(caller, s, calls, prepared or prepare_feed(caller, s, rows_now, chunk, seed=seed))
+            if counted is not None:  # the last call's tally, while this one runs
+                count_feed(caller, s, calls, *counted)
+            following = size(planned + rows_now)  # the next chunk's inputs too (at the rate known so far)
+            if following:
+                ahead = following, prepare_feed(caller, s, following, chunk + 1, seed=seed) if owns(chunk + 1) else None
+            counted = finish_feed(caller, call)
         planned += rows_now
         chunk += 1
         if s.probe and fixed is None and _probe_hopeless(caller.contract, planned, first, begun, slice_end):
             break
+        if ahead is not None and time.perf_counter() >= slice_end:  # built ahead, but the slice ended meanwhile
+            break
+    if counted is not None:
+        count_feed(caller, s, calls, *counted)
     if fixed is not None and planned < cap:
         calls.cut[s.name] = fixed
 
@@ -237,13 +254,20 @@ def _probe_hopeless(contract, rows: int, rows_before: int, begun: float, slice_e
 
 def record(log: list, adapter, s: Scenario, rows: int, seed: int, chunk, generator_seed: int,
            start_states: np.ndarray | None = None) -> dict:  # fmt: skip
-    """The provenance of one call (what a snippet needs to rebuild and repeat it), appended to the scenario's log."""
+    """The provenance of one call, appended to the scenario's log."""
+    where = provenance(adapter, s, rows, seed, chunk, generator_seed, start_states)
+    log.append(where)
+    return where
+
+
+def provenance(adapter, s: Scenario, rows: int, seed: int, chunk, generator_seed: int,
+               start_states: np.ndarray | None = None) -> dict:  # fmt: skip
+    """The provenance of one call: what a snippet needs to rebuild and repeat it."""
     where = {"scenario": s.name, "seed": seed, "chunk": chunk, "rows": rows, "generator_seed": generator_seed,
              "dtype": str(adapter.dtype), "device": str(adapter.device)}  # fmt: skip
     if start_states is not None and not np.array_equal(start_states, np.full(rows, s.starts[0])):
         # a joint-loop call past the first: its start states came from earlier outputs (None: too many to keep)
         where["start_states"] = start_states.tolist() if rows <= MAX_RECORDED_STATES else None
-    log.append(where)
     return where
 
 
@@ -251,12 +275,41 @@ def feed(caller: Caller, s: Scenario, calls: Calls, rows: int, chunk, start_stat
          clock: Clock) -> tuple:  # fmt: skip
     """One call on chunk `chunk` of scenario s, T0-checked and counted into its tally: (batch, the emitted tokens
     [B, width], the probabilities as seen, the [B] rows that passed the rule-free T0 checks)."""
+    prepared = prepare_feed(caller, s, rows, chunk, start_states, seed=seed)
+    batch, out, seen, where, seconds = finish_feed(caller, start_feed(caller, s, calls, prepared))
+    good = count_feed(caller, s, calls, batch, out, seen, where, seconds)
+    return batch, caller.contract.tokens(out), seen, good
+
+
+def prepare_feed(caller: Caller, s: Scenario, rows: int, chunk, start_states=None, *, seed: int) -> tuple:
+    """A call's inputs and job, built and not yet sent (feed's first step; the main pass builds the next chunk's
+    while a call runs): (batch, its provenance, the prepared call)."""
     contract = caller.contract
-    tally = calls.tallies[s.name]
-    batch = contract.inputs(caller.adapter, s, rows, seed, chunk, start_states)
+    with caller.timings.phase("inputs"):
+        batch = contract.inputs(caller.adapter, s, rows, seed, chunk, start_states)
     generator_seed = derive_seed(contract.seed_key, seed, s.name, chunk)
-    where = record(calls.fed[s.name], caller.adapter, s, rows, seed, chunk, generator_seed, start_states)
-    out, seen, seconds = caller(batch, generator_seed, where=where)
-    good = tally.add(batch, out, seen, where)
+    where = provenance(caller.adapter, s, rows, seed, chunk, generator_seed, start_states)
+    return batch, where, caller.prepare(batch, generator_seed, where=where)
+
+
+def start_feed(caller: Caller, s: Scenario, calls: Calls, prepared: tuple) -> tuple:
+    """Send a prepared call; its provenance joins the scenario's log (only calls made are logged)."""
+    batch, where, call = prepared
+    calls.fed[s.name].append(where)
+    return batch, where, caller.start(call)
+
+
+def finish_feed(caller: Caller, started: tuple) -> tuple:
+    """Wait for a started call: (batch, its output, the probabilities as seen, provenance, seconds)."""
+    batch, where, call = started
+    out, seen, seconds = caller.finish(call)
+    return batch, out, seen, where, seconds
+
+
+def count_feed(caller: Caller, s: Scenario, calls: Calls, batch, out, seen, where, seconds) -> np.ndarray:
+    """T0-check a finished call and count it into the scenario's tally; the [B] rows that passed."""
+    tally = calls.tallies[s.name]
+    with caller.timings.phase("tally"):
+        good = tally.add(batch, out, seen, where)
     tally.seconds += seconds
-    return batch, contract.tokens(out), seen, good
+    return good

@@ -44,6 +44,7 @@ from .passes import Calls, Clock, Sizing, main_pass, probe_pass
 from .report import Report
 from .run_plan import make_plan
 from .shards import Shard, fixed_rows, shard_report
+from .timings import Timings
 
 #: No call is declared hung before this many seconds (hangs.py: the floor of every hang limit); the environment
 #: variable SPECREF_MIN_CALL_TIMEOUT overrides it.
@@ -86,21 +87,25 @@ def run_contract(
     if part is not None and not contract.shardable:
         raise ValueError(f"shard={shard!r}: {contract.name} runs cannot be sharded; run them unsharded")
     adapter = contract.wrap(verify, name)
-    plan = make_plan(adapter, scenarios, alpha, contract)  # plan: scenarios, checks, alpha split
+    timings = Timings()  # where the run's time goes (timings.py): report.json "timings"
+    with timings.phase("plan"):
+        plan = make_plan(adapter, scenarios, alpha, contract)  # plan: scenarios, checks, alpha split
     sizing = _size(plan, budget_seconds, rows, part)  # size: a fixed N, or shares of the budget; a shard's chunks
     clock = Clock.start(budget_seconds, started)
     tell = progress or _silent
     calls = Calls.start(plan.scenarios, seed, lambda s: contract.tally(adapter, s, seed))
     limits = HangLimits(budget_seconds, MIN_CALL_TIMEOUT)
     interrupted = ""
-    with Caller(adapter, contract, limits=limits) as caller:
+    with Caller(adapter, contract, limits=limits, timings=timings) as caller:
         try:
             probe_pass(caller, plan.scenarios, calls, seed, clock, tell, sizing.owns, sizing)  # one small call each
             if not calls.stopped:
                 main_pass(caller, plan.scenarios, calls, seed, sizing, clock, tell)  # calls: the main pass
-            run_results, run_not_run = (contract.run_checks(caller, plan, seed, calls.stopped)
-                                        if sizing.owns(0) else ([], []))  # fmt: skip
-            edge = forced_edge_probe(caller, calls, seed) if sizing.owns(0) else None  # edges/probe.py
+            with timings.phase("run_checks"):
+                run_results, run_not_run = (contract.run_checks(caller, plan, seed, calls.stopped)
+                                            if sizing.owns(0) else ([], []))  # fmt: skip
+            with timings.phase("edge_probe"):
+                edge = forced_edge_probe(caller, calls, seed) if sizing.owns(0) else None  # edges/probe.py
             run_results += edge.results if edge else []
         except KeyboardInterrupt:  # Ctrl-C: no more calls; what the calls so far show, in a partial report
             interrupted = f"interrupted by SIGINT (Ctrl-C) after {clock.elapsed():.0f} s"
@@ -114,8 +119,10 @@ def run_contract(
             report.mark_interrupted(interrupted)
         return report
     # checks, verdict, report
-    report = build_report(contract, adapter, plan, calls, run_results, run_not_run, seed=seed,
-                          budget_seconds=budget_seconds, alpha=alpha, wall_seconds=clock.elapsed)  # fmt: skip
+    with timings.phase("checks"):
+        report = build_report(contract, adapter, plan, calls, run_results, run_not_run, seed=seed,
+                              budget_seconds=budget_seconds, alpha=alpha, wall_seconds=clock.elapsed)  # fmt: skip
+    report.timings = timings.record(clock.elapsed())
     if interrupted:
         report.mark_interrupted(interrupted)
     for name, fixed in calls.cut.items():  # --rows with a budget that cut them short: named in every output

@@ -5,6 +5,7 @@ trees).
 
 from __future__ import annotations
 
+from ...forced import GIVEN
 from ..edges.probe import FAMILY, ROWS
 from ..engine.report import detection_words
 from ..engine.snippets import load as load_code
@@ -30,21 +31,26 @@ def snippet(load: str, edge: dict, dtype: str, seed: int, edge_name: str = "acce
     show = f"print(tokens[{edge['row']}], batch.draft_tokens[{edge['row']}])  # " + _SHOWS.get(
         edge_name, "a token of probability 0"
     )
+    own = [rng for rng in edge.get("rngs", {}) if rng != GIVEN]  # reached through an RNG it seeded, forked or made
+    verify = "tokens = verify(*args, **kwargs)"
+    if own:
+        verify = f"with reaching(state):  # {', '.join(own)}: forced too\n    {verify}"
     if not tree:
         call = [
             "from specref.conformance.chain.form import call_inputs",
             f"args, kwargs = call_inputs(batch, {edge['generator_seed']}, dtype=torch.{dtype}, generator_state=state)",
-            "tokens = verify(*args, **kwargs)",
+            verify,
         ]
     else:
         call = [
             "from specref.conformance.tree.contract import tree_call_inputs",
             f"args, kwargs = tree_call_inputs(batch, {edge['generator_seed']}, dtype=torch.{dtype}, nodes={nodes}, "
             "generator_state=state)",
-            "tokens = verify(*args, **kwargs)" + ("[0]  # (tokens, nodes)" if nodes else ""),
+            verify + ("[0]  # (tokens, nodes)" if nodes else ""),
         ]
-    return "\n".join(["import torch", load, "from specref.conformance.edge_probe import probe_batch",
-                      "from specref.forced import forced_state", f"batch = {batch}", state, *call, show])  # fmt: skip
+    forced = "from specref.forced import forced_state" + (", reaching" if own else "")
+    return "\n".join(["import torch", load, "from specref.conformance.edge_probe import probe_batch", forced,
+                      f"batch = {batch}", state, *call, show])  # fmt: skip
 
 
 # --- report.md ----------------------------------------------------------------------------------------------------
@@ -99,10 +105,13 @@ def markdown(record: dict) -> list[str]:
         )
     else:
         read = ", ".join(f"{name} {b['outputs_read']}" for name, b in forced.get("batches", {}).items())
-        lines.append(f"- No rare edge shown: the verifier read {read} outputs of the forced generator, and with a "
-                     f"float32 u = 0 at each of the first {forced['forced_outputs']} no zero-probability token was "
-                     "emitted. This rules the edges out only where those outputs were the verifier's uniforms: one "
-                     "that draws seeds from the generator for an RNG of its own is not reached.")  # fmt: skip
+        rngs = {rng for b in forced.get("batches", {}).values() for rng in b.get("rngs_reached", {})}
+        lines.append(f"- No rare edge shown: the verifier read {read} outputs of the forced streams ("
+                     f"{', '.join(sorted(rngs)) or 'the generator given'}), and with a float32 u = 0 at each of the "
+                     f"first {forced['forced_outputs']} of each no zero-probability token was emitted. Reached: the "
+                     "generator given, torch's global RNG, and the torch RNGs the verifier seeded, forked or made "
+                     "during the call; an RNG of another library (numpy, an engine's sampler) or a torch.Generator "
+                     "made before the call is not.")  # fmt: skip
     for note in (forced or {}).get("not_counted", []):
         lines.append(f"- Not counted: {note}.")
     if not probe.get("scenario"):

@@ -25,7 +25,7 @@ from ..contracts import every_kind
 from ..engine import registry
 from ..engine.lossy_words import lossy_lines
 from ..engine.plan import describe
-from ..engine.report import RARE_EDGE, Report, count_statuses, counts_line
+from ..engine.report import RARE_EDGE, Report, count_statuses, counts_line, diagnosis_words
 from .edges import markdown as edge_markdown
 from .plots import BAND_Z, PLOT_FILES, write_plots
 from .snippets import snippet
@@ -148,6 +148,9 @@ def render_markdown(record: dict) -> str:
                 f"tests with p/q = 0 (target {probe['target_rows']:,}); it sees {probe['event']} at least once "
                 f"with probability {probe['detection_probability']:.3g}; it catches {probe['catches']}"
             )
+    if record.get("law_kept") and record.get("rule_diagnosis"):
+        lines.append(f"- output law kept; acceptance does not follow {adapter['rule']!r} "
+                     f"({diagnosis_words(record['rule_diagnosis'])})")  # fmt: skip
     if record.get("natural_edge") and record["verdict"] == RARE_EDGE:
         lines.append(f"- {record['natural_edge']['words']}")
     if adapter.get("notes"):

@@ -1,12 +1,14 @@
 """The rule diagnosis of a tree run (as chain/diagnosis.py for chains): when only rule checks failed, which other
 tree rule, lossless on the adapter's drafting scheme, the counts fit; and the acceptance ratio against the declared
-rule. It spends no alpha of the run and never changes the verdict."""
+rule. It spends no alpha of the run and never changes the verdict; a match states what it rules out
+(engine/fit.py)."""
 
 from __future__ import annotations
 
 import copy
 
 from ...stats import ErrorBudget
+from ..engine.fit import ruled_out
 from ..engine.plan import RULE, family_of
 from .adapters import RULE_SCHEMES
 
@@ -29,7 +31,8 @@ def tree_rule_diagnosis(tallies: dict, declared: str, scheme: str, alpha: float)
         failed = [r.name for r in checked if not r.passed]
         out["rules"][rule] = {"matches": bool(checked) and not failed,
                               "min_p_value": min((r.p_value for r in checked), default=float("nan")),
-                              "checks": len(checked), "failed": failed}  # fmt: skip
+                              "checks": len(checked), "failed": failed,
+                              "ruled_out": ruled_out(checked)}  # fmt: skip
     observed = expected = 0.0
     for tally in counted.values():
         accepted = range(tally.length.shape[1])
