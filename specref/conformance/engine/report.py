@@ -15,8 +15,8 @@ from ...stats.record import STATUSES, CheckId, json_safe
 from . import precision, registry
 from .contract import Contract
 from .failure_words import defect_words, example_words
-from .lossy_words import lossy_lines
 from .fit import fit_words
+from .lossy_words import lossy_lines
 from .plan import LAW, RULE, describe, family_of
 
 CONFORMING, NON_CONFORMING, LOSSY = "conforming", "non-conforming", "lossy by configuration"
