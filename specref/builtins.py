@@ -139,6 +139,7 @@ _SGL = Requirement("sgl_kernel", "pip install sgl-kernel")
 _SGL_NO_CPU = "sgl-kernel ships CUDA binaries only (torch.ops.sgl_kernel); there is no CPU path."
 _ADAPTERS = "specref.conformance.chain.adapters"
 _PIPELINE = "specref.hf.pipelines:builtin_pipeline"
+_REQUESTS = "specref.mutants.requests:request_mutant"
 _TREE = "specref.conformance.tree.adapters:batched_tree_adapter"
 _PEERS = PEERS_PACKAGE
 _OPENVINO = Requirement("openvino_genai", "pip install openvino-genai==2026.4.1.0 optimum-intel==2.2.0")
@@ -178,6 +179,16 @@ BUILTINS: tuple[Builtin, ...] = (
     Builtin("mutant-verify-skips-top-k", "pipeline", _PIPELINE,
             "the target's top-k is skipped on the verify path (temperature still applied)", needs=(TRANSFORMERS,),
             bug=True, args=("mutant-verify-skips-top-k",)),
+    # the request-level mutants (specref.mutants.requests holds each one's hook and the check that flags it)
+    Builtin("mutant-shared-stream", "pipeline", _REQUESTS, "unseeded requests each start a fresh generator at "
+            "torch's default seed (TensorRT-LLM #19487)", needs=(TRANSFORMERS,), bug=True,
+            args=("mutant-shared-stream",)),
+    Builtin("mutant-seed-ignored", "pipeline", _REQUESTS, "per-request seeds are ignored when a batch holds more "
+            "than one request (TensorRT-LLM PR #17599)", needs=(TRANSFORMERS,), bug=True,
+            args=("mutant-seed-ignored",)),
+    Builtin("mutant-counts-after-eos", "pipeline", _REQUESTS, "the accepted counter counts drafts past an EOS "
+            "inside the accepted prefix (vLLM #56101)", needs=(TRANSFORMERS,), bug=True,
+            args=("mutant-counts-after-eos",)),
     # --- real engines (specref.conformance.peers) ----------------------------------------------------------------
     Builtin("vllm", "kernel", f"{_PEERS}.vllm:vllm_adapter", "vLLM's v1 RejectionSampler.forward", needs=(_VLLM,),
             engine=Engine(code_path="RejectionSampler.forward", code_path_detail=_VLLM_PATH, **_VLLM_ENGINE)),
