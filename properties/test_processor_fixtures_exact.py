@@ -1,0 +1,71 @@
+"""specref's reference processor chains against the engines' own non-speculative samplers, through the fixtures
+recorded from each engine (properties/fixtures/sampling/, written by specref.conformance.peers.record_sampling).
+
+Each case: the engine's probabilities (its code, float32 where the engine computes in float32) and
+processed_law(chain, ...) (float64) have the same support exactly, and agree to TOLERANCE (float32's rounding of a
+softmax over 16 logits is below 1e-6). Where the engine is installed here, the same comparison also runs live
+(test_live_engine_matches_its_fixture: the fixture is what the installed engine gives today).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from specref.conformance.peers.record_sampling import CASES, FOLDER, LAWS, cases_for, load
+from specref.reference.processors import processed_law
+
+pytestmark = pytest.mark.exact
+
+ROOT = Path(__file__).resolve().parent.parent
+TOLERANCE = 1e-6
+RECORDED = sorted(p.stem for p in (ROOT / FOLDER).glob("*.json"))
+#: Fixtures that must exist: the engines whose laws were recorded for issue 30 (the rest where they install).
+REQUIRED = ("transformers", "vllm")
+
+
+def _cases():
+    for engine in RECORDED:
+        data = load(ROOT / FOLDER / f"{engine}.json")
+        for case in data["cases"]:
+            yield pytest.param(data, case, id=f"{engine}-{case['name']}")
+
+
+def test_the_required_fixtures_are_recorded_with_every_case_their_chain_takes():
+    for engine in REQUIRED:
+        assert engine in RECORDED, engine
+        data = load(ROOT / FOLDER / f"{engine}.json")
+        assert {c["name"] for c in data["cases"]} == set(cases_for(data["chain"])), engine
+        assert data["version"] and data["engine"] == engine
+
+
+@pytest.mark.parametrize("data,case", list(_cases()))
+def test_reference_chain_agrees_with_the_engine(data, case):
+    ours = processed_law(data["chain"], case["logits"], case["params"], case["history"])
+    theirs = case["probs"]
+    assert ((ours > 0) == (theirs > 0)).all(), f"support differs: ours {np.flatnonzero(ours)}, " \
+                                                f"{data['version']} {np.flatnonzero(theirs)}"  # fmt: skip
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=TOLERANCE)
+
+
+def _installed(engine: str) -> bool:
+    top = {"vllm": "vllm", "transformers": "transformers", "llama.cpp": "llama_cpp", "mlx-lm": "mlx_lm"}[engine]
+    return importlib.util.find_spec(top) is not None
+
+
+@pytest.mark.parametrize("engine", [e for e in LAWS if e in RECORDED])
+def test_live_engine_matches_its_fixture(engine):
+    if not _installed(engine):
+        pytest.skip(f"{engine} is not installed here: its fixture stands in for it")
+    module = importlib.import_module(LAWS[engine][0])
+    data = load(ROOT / FOLDER / f"{engine}.json")
+    if data["version"] != module.version():
+        pytest.skip(f"installed {module.version()}, fixture from {data['version']}")
+    for case in data["cases"]:
+        logits, params, history = CASES[case["name"]]
+        np.testing.assert_allclose(module.law(logits, params, history), case["probs"], rtol=0, atol=1e-12,
+                                   err_msg=case["name"])  # fmt: skip
