@@ -7,7 +7,7 @@ import pytest
 
 from specref.conformance import run
 from specref.conformance.chain.adapters import batched_adapter
-from specref.conformance.contracts import CHAIN, PIPELINE, TREE, contract_of
+from specref.conformance.contracts import CHAIN, PIPELINE, SAMPLING, TREE, contract_of
 from specref.conformance.tree.adapters import batched_tree_adapter
 
 pytestmark = pytest.mark.exact
@@ -29,8 +29,8 @@ def test_each_contract_row_names_its_bundle():
     from specref.conformance.contracts import contract
     from specref.conformance.engine import registry
 
-    assert [row.name for row in CONTRACTS] == [CHAIN, PIPELINE, TREE] == [registry.CHAIN, registry.PIPELINE,
-                                                                          registry.TREE]  # fmt: skip
+    assert [row.name for row in CONTRACTS] == [CHAIN, PIPELINE, TREE, SAMPLING] == [
+        registry.CHAIN, registry.PIPELINE, registry.TREE, registry.SAMPLING]  # fmt: skip
     for row in CONTRACTS:
         assert contract(row.name).name == row.name and contract_of(type("S", (), {"kind": row.kind})()) == row.name
         assert registry.for_contract(row.name), f"{row.name}: no check kind has a form for it"

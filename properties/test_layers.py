@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the forced rare-edge probe", (f"{C}.edges",)),
     ("the chain contract", (f"{C}.chain",)),
     ("tiny real models and whole pipelines", ("specref.hf",)),
-    ("the tree and pipeline contracts", (f"{C}.tree", f"{C}.pipeline")),
+    ("the tree and pipeline contracts", (f"{C}.tree", f"{C}.pipeline", f"{C}.sampling")),
     ("the mutant catalogue", ("specref.mutants",)),
     ("which contract a subject declares", (f"{C}.contracts",)),
     ("rendering reports", (f"{C}.report",)),
@@ -40,7 +40,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 #: The layers whose packages must not import each other (in the others, modules of one layer may).
 INDEPENDENT = ("the tree and pipeline contracts",)
 #: The contract packages: the engine imports none of them.
-CONTRACT_PACKAGES = (f"{C}.chain", f"{C}.tree", f"{C}.pipeline")
+CONTRACT_PACKAGES = (f"{C}.chain", f"{C}.tree", f"{C}.pipeline", f"{C}.sampling")
 
 
 def _modules() -> dict[str, Path]:

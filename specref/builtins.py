@@ -44,6 +44,8 @@ CONTRACTS: tuple[Contract, ...] = (
              "whole generation: prompts in, continuations out"),
     Contract("tree", "tree", "specref.conformance.tree.contract:CONTRACT",
              "tree and multi-draft verifiers"),
+    Contract("sampling", "sampling", "specref.conformance.sampling.contract:CONTRACT",
+             "logits and sampling parameters in: the processed target law at every position"),
 )  # fmt: skip
 #: What a built-in is called through, by `kind`: the chain verify contract, whole generation, or the tree contract.
 KINDS = tuple(c.kind for c in CONTRACTS)
@@ -141,6 +143,7 @@ _ADAPTERS = "specref.conformance.chain.adapters"
 _PIPELINE = "specref.hf.pipelines:builtin_pipeline"
 _REQUESTS = "specref.mutants.requests:request_mutant"
 _TREE = "specref.conformance.tree.adapters:batched_tree_adapter"
+_SAMPLING = "specref.conformance.sampling.adapters"
 _PEERS = PEERS_PACKAGE
 _OPENVINO = Requirement("openvino_genai", "pip install openvino-genai==2026.4.1.0 optimum-intel==2.2.0")
 _CANDIDATES = f"{_PEERS}.transformers_candidates"
@@ -300,6 +303,13 @@ BUILTINS: tuple[Builtin, ...] = (
             "transformers generate(assistant_early_exit=1, do_sample=True) on a tiny Llama", needs=(TRANSFORMERS,),
             engine=Engine(("transformers",), "generate(assistant_early_exit=1, do_sample=True) -> "
                           "EarlyExitCandidateGenerator -> _speculative_sampling")),
+    # --- the sampling contract (specref.conformance.sampling): logits, parameters and histories in -----------------
+    Builtin("sampling-reference", "sampling", f"{_SAMPLING}:reference_sampling_adapter",
+            "specref.reference.sampling: the vllm processor chain, then exact speculative sampling, row by row"),
+    Builtin("sampling-batched", "sampling", f"{_SAMPLING}:batched_sampling_adapter",
+            "specref.batched.sampling.verify_sampling: the vllm chain and the verifier vectorised in torch"),
+    Builtin("sampling-batched-cuda", "sampling", f"{_SAMPLING}:batched_sampling_adapter",
+            "specref.batched.sampling.verify_sampling on CUDA", cuda_only=True, args=("cuda",)),
     # --- the tree contract (specref.tree_contract) -----------------------------------------------------------------
     *(
         Builtin(f"tree-{rule.replace('_', '-')}{suffix}", "tree", _TREE,
@@ -337,7 +347,8 @@ def listing() -> str:
     """`specref conform --list`: every built-in, whether it runs here, and what to install where it does not."""
     lines = []
     sections = (("built-in implementations (specref conform NAME):", ("kernel", "pipeline")),
-                ("tree verifiers (specref conform NAME; the tree contract):", ("tree",)))  # fmt: skip
+                ("tree verifiers (specref conform NAME; the tree contract):", ("tree",)),
+                ("sampling verifiers (specref conform NAME; the sampling contract):", ("sampling",)))  # fmt: skip
     for title, kinds in sections:
         lines.append(title)
         for b in BUILTINS:

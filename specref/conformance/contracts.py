@@ -1,6 +1,6 @@
 """Which contract a subject is checked under, decided in this one place, above the engine and every contract.
 
-    contract_of(subject)      -> "chain" | "tree" | "pipeline"  (the row of specref.builtins.CONTRACTS it declares)
+    contract_of(subject)      -> "chain" | "tree" | "pipeline" | "sampling"  (its row of specref.builtins.CONTRACTS)
     contract(name or subject) -> its bundle, an engine.contract.Contract
     scenario_names(adapter)   -> (the scenarios its capabilities allow, every scenario of its contract)
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 from .. import builtins
 from .engine.contract import Contract
 
-CHAIN, TREE, PIPELINE = "chain", "tree", "pipeline"
+CHAIN, TREE, PIPELINE, SAMPLING = "chain", "tree", "pipeline", "sampling"
 
 
 def contract_of(subject) -> str:
@@ -47,4 +47,14 @@ def scenario_names(adapter) -> tuple[list[str], list[str]]:
     return [s.name for s in c.scenarios(adapter)], list(c.catalogue())
 
 
-__all__ = ["CHAIN", "PIPELINE", "TREE", "Contract", "contract", "contract_of", "every_kind", "scenario_names"]
+__all__ = [
+    "CHAIN",
+    "PIPELINE",
+    "SAMPLING",
+    "TREE",
+    "Contract",
+    "contract",
+    "contract_of",
+    "every_kind",
+    "scenario_names",
+]

@@ -25,6 +25,7 @@ from .load_guard import load_guarded
 
 CHAIN_ARGS = ("target_probs", "draft_probs", "draft_tokens", "generator")
 TREE_ARGS = ("target_probs", "draft_probs", "draft_tokens", "parents", "generator")
+SAMPLING_ARGS = ("target_logits", "draft_probs", "draft_tokens", "params", "histories", "generator")
 #: Adapter names that say nothing about the implementation: the report is named from IMPL instead.
 _GENERIC_NAMES = ("verify", "verify_tree", "function", "<lambda>")
 
@@ -66,16 +67,20 @@ def resolve(spec: str, tree: bool = False):
     if getattr(obj, "kind", None) == "pipeline" and not hasattr(obj, "verify"):  # whole pipelines: run() knows them
         return obj, _safe(getattr(obj, "name", label))
     tree = tree or getattr(obj, "kind", None) == "tree"
+    sampling = getattr(obj, "kind", None) == "sampling"
     if inspect.isclass(obj) and not _is_adapter_class(obj):
         raise UsageError(f"IMPL={spec!r} is a class; point at a verify function or an adapter instance (e.g. "
                          f"{attr} = {obj.__name__}(...) in {where})")  # fmt: skip
-    _check_signature(getattr(obj, "verify", obj), spec, TREE_ARGS if tree else CHAIN_ARGS)
+    _check_signature(
+        getattr(obj, "verify", obj), spec, SAMPLING_ARGS if sampling else TREE_ARGS if tree else CHAIN_ARGS
+    )
     require(f"IMPL={spec!r}", *BY_NAME["reference"].requirements)  # torch, before the adapters import it
     from .chain.adapters import as_adapter
+    from .sampling.adapters import as_sampling_adapter
     from .tree.adapters import as_tree_adapter
 
     try:
-        adapter = as_tree_adapter(obj) if tree else as_adapter(obj)
+        adapter = as_sampling_adapter(obj) if sampling else as_tree_adapter(obj) if tree else as_adapter(obj)
     except ValueError as error:
         raise UsageError(f"IMPL={spec!r}: {error}") from None
     if adapter.name in (*_GENERIC_NAMES, attr, attr.rsplit(".", 1)[-1]):  # name the subject by module:attr

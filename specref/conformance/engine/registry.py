@@ -26,7 +26,7 @@ CONTRACT, LAW, RULE = "contract", "law", "rule"
 #: A rare edge the forced probe showed (edges/probe.py): its own verdict, "non-conforming: rare edge".
 EDGE = "edge"
 FAMILIES = (CONTRACT, LAW, RULE, EDGE)
-CHAIN, TREE, PIPELINE = "chain", "tree", "pipeline"
+CHAIN, TREE, PIPELINE, SAMPLING = "chain", "tree", "pipeline", "sampling"
 #: Tiers: T0 runs on every call (certain), T2 is statistical (spends alpha), "run" is a run-level certain check,
 #: "call" is the adapter check (it ran, no exception, no hang, a well-formed output).
 TIERS = ("T0", "T2", "run", "call")
