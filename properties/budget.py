@@ -18,8 +18,8 @@ SHARES = {
     "verdicts": 5e-5,  # verdicts on lossless rules other than exact and on low-precision verifiers
     "e2e": 1e-4,  # end-to-end law checks on tiny transformers models
     "gpu_cpu_pass": 1e-4,  # gpu_tests run on the CPU (SPECREF_DEVICE=cpu) inside nox -s properties
-    "block": 9e-6,
-    "requests": 5e-6,  # the pipeline contract's request-level independence test on correct pipelines  # block verification through the harness: runs whose rule checks must pass (test_block_conformance)
+    "block": 9e-6,  # block verification through the harness: runs whose rule checks must pass (test_block_conformance)
+    "requests": 5e-6,  # the pipeline contract's request-level independence test on correct pipelines
 }
 
 

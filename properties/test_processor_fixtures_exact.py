@@ -24,15 +24,23 @@ pytestmark = pytest.mark.exact
 ROOT = Path(__file__).resolve().parent.parent
 TOLERANCE = 1e-6
 RECORDED = sorted(p.stem for p in (ROOT / FOLDER).glob("*.json"))
+#: Disagreements found between a reference chain and its engine, each a finding for the chain's owner (the test
+#: turns into a failure, strict, once the chain is changed to agree).
+KNOWN = {
+    ("llama.cpp", "ties_top_k"): "llama.cpp's top-k keeps exactly k candidates (ids 3 and 9 tie at the top and "
+    "top_k=1 keeps id 3 only); the reference chain keeps every token tied with the k-th",
+}
 #: Fixtures that must exist: the engines whose laws were recorded for issue 30 (the rest where they install).
-REQUIRED = ("transformers", "vllm")
+REQUIRED = ("llama.cpp", "transformers", "vllm")
 
 
 def _cases():
     for engine in RECORDED:
         data = load(ROOT / FOLDER / f"{engine}.json")
         for case in data["cases"]:
-            yield pytest.param(data, case, id=f"{engine}-{case['name']}")
+            known = KNOWN.get((engine, case["name"]))
+            marks = [pytest.mark.xfail(reason=known, strict=True)] if known else []
+            yield pytest.param(data, case, id=f"{engine}-{case['name']}", marks=marks)
 
 
 def test_the_required_fixtures_are_recorded_with_every_case_their_chain_takes():
