@@ -244,6 +244,11 @@ BUILTINS: tuple[Builtin, ...] = (
             "llama-cpp-python's generate() with its prompt-lookup draft model",
             needs=(Requirement("llama_cpp", "pip install llama-cpp-python==0.3.36"),), rule="match",
             engine=Engine(("llama_cpp_python",), "llama_cpp.Llama.generate + LlamaPromptLookupDecoding (GGUF F32)")),
+    Builtin("llama-cpp-generate-penalties", "pipeline", f"{_PEERS}.llama_cpp_sampling:llama_cpp_generate_penalties",
+            "llama-cpp-python's generate() with prompt lookup, top-p, min-p and repeat/frequency/presence penalties",
+            needs=(Requirement("llama_cpp", "pip install llama-cpp-python==0.3.36"),), rule="match",
+            engine=Engine(("llama_cpp_python",), "llama_cpp.Llama.generate(top_p, min_p, repeat_penalty, "
+                          "frequency_penalty, presence_penalty) + LlamaPromptLookupDecoding (GGUF F32)")),
     Builtin("flashinfer", "kernel", f"{_PEERS}.flashinfer:flashinfer_adapter",
             "flashinfer.sampling.chain_speculative_sampling",
             needs=(Requirement("flashinfer", "pip install flashinfer-python"),), cuda_only=True,

@@ -19,17 +19,12 @@ transformers-generate's (torch's global RNG, forked, from the harness's generato
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Sequence
-
-import numpy as np
 import torch
 
 from ...conformance.engine.seeds import global_rng_from
-from ...hf import forward
 from ...hf.pipelines import PipelineAdapter, with_prompts
-from ...reference.processors import History, SamplingParams
-from . import transformers_sampling_law
+from ...reference.processors import SamplingParams
+from . import prefix_law, transformers_sampling_law
 
 PARAMS = SamplingParams(temperature=0.8, top_p=0.9, min_p=0.05, repetition_penalty=1.3, logit_bias=((3, 1.0),))
 GAMMA = 3
@@ -44,29 +39,7 @@ def generate_kwargs(params: SamplingParams) -> dict:
 
 def exact_law(target, params: SamplingParams):
     """prompt, n_new -> {continuation: probability} under transformers' own processors at every prefix."""
-
-    def law(prompt: Sequence[int], n_new: int) -> dict[tuple[int, ...], float]:
-        vocab_size = target.config.vocab_size
-        prefixes = list(itertools.product(range(vocab_size), repeat=n_new - 1))
-        input_ids = torch.tensor([list(prompt) + list(p) for p in prefixes], dtype=torch.long)
-        with torch.no_grad():
-            logits = forward.logits(target, input_ids)[:, len(prompt) - 1 :].double().numpy()  # [R, n, V]
-        out: dict[tuple[int, ...], float] = {}
-        cache: dict[tuple[int, ...], np.ndarray] = {}
-        for r, prefix in enumerate(prefixes):
-            weight = 1.0
-            for k in range(n_new):
-                key = tuple(prefix[:k])
-                if key not in cache:
-                    cache[key] = transformers_sampling_law.law(logits[r, k], params, History(tuple(prompt), key))
-                if k < n_new - 1:
-                    weight *= cache[key][prefix[k]]
-            for token, p in enumerate(cache[tuple(prefix)]):
-                if weight * p > 0:
-                    out[(*prefix, token)] = weight * p
-        return out
-
-    return law
+    return prefix_law.exact_law(target, transformers_sampling_law.law, params)
 
 
 def _pipeline(name: str, params: SamplingParams, assisted: bool, description: str) -> PipelineAdapter:
