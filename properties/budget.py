@@ -20,6 +20,7 @@ SHARES = {
     "gpu_cpu_pass": 1e-4,  # gpu_tests run on the CPU (SPECREF_DEVICE=cpu) inside nox -s properties
     "block": 9e-6,  # block verification through the harness: runs whose rule checks must pass (test_block_conformance)
     "requests": 5e-6,  # the pipeline contract's request-level independence test on correct pipelines
+    "sampling": 5e-6,  # the sampling contract's built-ins conform (test_sampling_statistical.py)
 }
 
 

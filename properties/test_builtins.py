@@ -55,11 +55,14 @@ def test_every_factory_imports_without_its_engine():
 
 def test_the_adapters_and_tree_adapters_are_the_available_rows_in_table_order():
     from specref.conformance.chain.adapters import builtin_adapters
+    from specref.conformance.sampling.adapters import builtin_sampling_adapters
     from specref.conformance.tree import builtin_tree_adapters
 
-    chain = [b.name for b in BUILTINS if b.kind != "tree" and b.available()]
+    chain = [b.name for b in BUILTINS if b.kind in ("kernel", "pipeline") and b.available()]
     tree = [b.name for b in BUILTINS if b.kind == "tree" and b.available()]
+    sampling = [b.name for b in BUILTINS if b.kind == "sampling" and b.available()]
     assert list(builtin_adapters()) == chain and list(builtin_tree_adapters()) == tree
+    assert list(builtin_sampling_adapters()) == sampling and {"sampling-reference", "sampling-batched"} <= set(sampling)
     assert {"reference", "batched"} <= set(chain) and "tree-mss" in tree
 
 

@@ -129,8 +129,24 @@ def batched_sampling_adapter(device: str = "cpu") -> SamplingAdapter:
                            "positions in torch, then specref.batched.verify")  # fmt: skip
 
 
+def builtin_sampling_adapters() -> dict[str, Callable[[], SamplingAdapter]]:
+    """name -> factory of the sampling built-ins that can run here (specref.builtins' rows of kind sampling)."""
+    from ...builtins import BUILTINS
+
+    return {b.name: b.load for b in BUILTINS if b.kind == SAMPLING and b.available()}
+
+
 #: The reference engine each chain has in specref's uniforms convention: what coupling compares with.
 REFERENCES = {"vllm": reference_sampling_adapter}
 
-__all__ = ["LOGPROBS", "REFERENCES", "SAMPLING", "SamplingAdapter", "as_sampling_adapter", "batched_sampling_adapter",
-           "reference_sampling_adapter", "reference_sampling_verify"]  # fmt: skip
+__all__ = [
+    "LOGPROBS",
+    "REFERENCES",
+    "SAMPLING",
+    "SamplingAdapter",
+    "as_sampling_adapter",
+    "batched_sampling_adapter",
+    "builtin_sampling_adapters",
+    "reference_sampling_adapter",
+    "reference_sampling_verify",
+]

@@ -58,10 +58,20 @@ class SamplingContract(Contract):
             kept = s.supported(adapter.supports)
             if kept is None or (kept.point_mass and not adapter.point_mass_drafts):
                 continue
-            out.append(kept.bound(adapter.target_law(), adapter.law_key, adapter.dtype))
+            out.append(self.bind(adapter, kept))
         return out
 
+    @staticmethod
+    def bind(adapter: SamplingAdapter, scenario: Scenario) -> Scenario:
+        """The scenario bound to the adapter's law in its dtype, with only the requests it supports (a scenario named
+        by --scenarios arrives unbound)."""
+        if scenario.chain is not None:
+            return scenario
+        kept = scenario.supported(adapter.supports) or scenario
+        return kept.bound(adapter.target_law(), adapter.law_key, adapter.dtype)
+
     def plan(self, adapter: SamplingAdapter, scenario: Scenario) -> Plan:
+        scenario = self.bind(adapter, scenario)
         out = Plan()
         for kind in registry.for_contract(SAMPLING, "T2"):
             decision = kind.forms[SAMPLING].plan(scenario, adapter.rule)
@@ -74,10 +84,11 @@ class SamplingContract(Contract):
         return out
 
     def tally(self, adapter: SamplingAdapter, scenario: Scenario, seed: int) -> SamplingTally:
+        scenario = self.bind(adapter, scenario)
         return SamplingTally(scenario.chain, seed=seed, rule=adapter.rule, sampling=scenario, logprobs=adapter.logprobs)
 
     def inputs(self, adapter, scenario: Scenario, rows: int, seed: int, chunk, start_states=None):
-        return scenario.inputs(rows, seed, chunk)
+        return self.bind(adapter, scenario).inputs(rows, seed, chunk)
 
     def tokens(self, out):
         return out[0]
@@ -88,8 +99,7 @@ class SamplingContract(Contract):
     def run_checks(self, caller, plan, seed: int, stopped: str | None) -> tuple[list, list]:
         adapter = caller.adapter
         coupled = adapter.uniforms and adapter.coupled and adapter.law is None and adapter.chain in REFERENCES
-        repro = get(REPRO).supported(adapter.supports) or next(iter(self.scenarios(adapter)))
-        repro = repro.bound(adapter.target_law(), adapter.law_key, adapter.dtype)
+        repro = self.bind(adapter, get(REPRO)) if get(REPRO).supported(adapter.supports) else self.scenarios(adapter)[0]
         return run_checks(caller, repro, coupled, sampling_coupling, seed, stopped)
 
     def edge_probe(self, caller, seed: int, timeout=None):

@@ -35,15 +35,53 @@ _WORDS = {
 }
 
 
-def _on_chain(form: Form):
+def _df(rows: np.ndarray) -> int:
+    return int(np.maximum((rows > 0).sum(1) - 1, 0).sum())
+
+
+def _correction_every_state(chain_plan):
+    """The chain's plan on one request; on a mixed batch (several requests), the correction law per state too: its
+    strata are states, so each request's processed residual is held at every position, not only its first token."""
+
+    def plan(sc, rule):
+        ch = sc.chain
+        if len(ch.starts) == 1:
+            return chain_plan(ch, rule)
+        rejects = (ch.draft * (1 - ch.target)).ravel() > 0 if ch.point_mass else laws.rejection_mass(ch, rule) > 0
+        if not rejects.any():
+            return "not tested: no rejection is possible (Z = 0)"
+        return TEST if _df(laws.correction_law(ch, rule)[rejects]) > 0 else "implied by T0 (t0_residual_support)"
+
+    return plan
+
+
+def _bonus_every_request(chain_plan):
+    """The chain's plan on one request; on a mixed batch, the bonus law per state after the last draft."""
+
+    def plan(sc, rule):
+        ch = sc.chain
+        if len(ch.starts) == 1:
+            return chain_plan(ch, rule)
+        if max(laws.length_law(ch, int(s), ch.gamma, rule)[-1] for s in ch.starts) <= 0:
+            return "not tested: all drafts are never accepted"
+        return TEST if _df(ch.target) > 0 else "implied by T0 (t0_zero_prob_emitted: the target rows are one-hot)"
+
+    return plan
+
+
+_WIDER = {"correction_law": _correction_every_state, "bonus_law": _bonus_every_request}
+
+
+def _on_chain(name: str, form: Form):
     if form.plan is None:
-        return Form(description=None)
-    return Form(lambda sc, rule: form.plan(sc.chain, rule), form.evaluate, form.counters)
+        return Form(description=_WORDS.get(name))
+    widen = _WIDER.get(name)
+    plan = widen(form.plan) if widen else (lambda sc, rule: form.plan(sc.chain, rule))
+    return Form(plan, form.evaluate, form.counters, _WORDS.get(name))
 
 
 for _kind in [k for k in for_contract("chain") if k.name not in NOT_HERE]:
-    _form = _on_chain(_kind.forms["chain"])
-    add_form(_kind.name, SAMPLING, Form(_form.plan, _form.evaluate, _form.counters, _WORDS.get(_kind.name)))
+    add_form(_kind.name, SAMPLING, _on_chain(_kind.name, _kind.forms["chain"]))
 
 
 def _deep(sc) -> np.ndarray:

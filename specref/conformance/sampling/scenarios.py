@@ -155,9 +155,16 @@ class Scenario:
         e = np.where(finite, np.exp(np.where(finite, x, 0) - np.where(finite, x, -np.inf).max(1, keepdims=True)), 0)
         return e / e.sum(1, keepdims=True)
 
+    def given(self, dtype: torch.dtype) -> Scenario:
+        """Itself: a sampling scenario is given to an adapter by binding it to the adapter's law (`bound`), which the
+        contract does with the adapter in hand (contract.SamplingContract.bind)."""
+        return self
+
     def bound(self, law, key, dtype: torch.dtype) -> Scenario:
         """This scenario bound to `law(logits, params, history) -> [V]` (cached per key and dtype): the logits
         rounded to dtype, the draft rows as dtype gives them, the processed target row of every state."""
+        if self.chain is not None:
+            return self
         if (key, dtype) not in self._bound:
             raw = np.stack([self.components[c].logits for c in self.component_of])
             logits = torch.from_numpy(raw).to(dtype).to(torch.float64).numpy()

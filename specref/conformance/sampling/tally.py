@@ -70,7 +70,8 @@ class SamplingTally(Tally):
         if name not in self.examples:
             row = int(np.flatnonzero(bad)[0])
             self.examples[name] = {**where, "row": row, "output": tokens[row].tolist(),
-                                   "draft_tokens": batch.draft_tokens[row].tolist(), "params": repr(batch.params[row]),
+                                   "draft_tokens": batch.draft_tokens[row].tolist(),
+                                   "num_draft": int(batch.num_draft[row]), "params": repr(batch.params[row]),
                                    "history": repr(batch.histories[row])}  # fmt: skip
 
     def t0_kinds(self) -> tuple[str, ...]:
