@@ -19,6 +19,7 @@ SHARES = {
     "e2e": 1e-4,  # end-to-end law checks on tiny transformers models
     "gpu_cpu_pass": 1e-4,  # gpu_tests run on the CPU (SPECREF_DEVICE=cpu) inside nox -s properties
     "block": 9e-6,  # block verification through the harness: runs whose rule checks must pass (test_block_conformance)
+    "requests": 5e-6,  # the pipeline contract's request-level independence test on correct pipelines
     "sampling": 5e-6,  # the sampling contract's built-ins conform (test_sampling_statistical.py)
     "lossy": 4e-6,  # TV intervals of the lossy built-ins cover their exact TV (test_lossy_coverage.py)
     "adaptive": 2e-6,  # an adaptive (own draft length per row) verifier from a file conforms (test_adaptive_ragged.py)

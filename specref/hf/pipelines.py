@@ -24,6 +24,7 @@ from ..conformance.engine.seeds import global_rng_from
 from . import target_law
 from .generation import SpecConfig, Verify, speculative_generate
 from .processors import Processors
+from .requests import RequestSeeding
 
 Generate = Callable[[torch.Tensor, int, int], torch.Tensor]
 
@@ -39,6 +40,12 @@ class PipelineAdapter:
     suggested_prompts: tuple[tuple[int, ...], ...] = ()  # in-distribution prompts for the models behind it
     kind: str = "pipeline"  # as specref.conformance.adapters.Adapter.kind
     kernel: str = ""  # the built-in that runs its verification kernel alone (where the rare-edge probe reaches it)
+    # Request-level capabilities (docs/pipelines.md, "Requests"): generate takes seed=None (an unseeded request),
+    # a per-row list of seeds, and counters() gives the last call's acceptance counters, one dict per row.
+    unseeded: bool = False
+    request_seeds: bool = False
+    counters: Callable[[], list[dict]] | None = None
+    eos_token_id: int | None = None  # the token after which a row's counters count nothing
 
     def law_array(self, prompt: Sequence[int], n_new: int) -> np.ndarray:  # [V] * n
         law = np.zeros((self.vocab_size,) * n_new)
@@ -69,22 +76,29 @@ def specref_pipeline(
     name: str | None = None,
     expected_conforming: bool = True,
     description: str = "",
+    fixed_stream: bool = False,
+    seeds_ignored_in_batches: bool = False,
 ) -> PipelineAdapter:
-    """specref's own speculative generation; seed drives one torch.Generator for drafts and verification."""
+    """specref's own speculative generation; a seed drives one torch.Generator for drafts and verification, and
+    requests are seeded as specref.hf.requests says (the two mutant hooks are its)."""
 
-    def generate(prompts: torch.Tensor, n_new: int, seed: int | torch.Generator) -> torch.Tensor:
+    def run_rows(prompts: torch.Tensor, n_new: int, generator: torch.Generator, counters: list) -> torch.Tensor:
         _check_prompts(prompts)
-        generator = seed if isinstance(seed, torch.Generator) else torch.Generator().manual_seed(seed)
-        return speculative_generate(target, draft, prompts, n_new, config, generator, verify=verify)
+        return speculative_generate(target, draft, prompts, n_new, config, generator, verify=verify, counters=counters)
 
+    seeding = RequestSeeding(run_rows, fixed_stream, seeds_ignored_in_batches)
     return PipelineAdapter(
         name or f"specref-generate[g={config.gamma},{config.processors.label}]",
-        generate,
+        seeding,
         _exact_law(target, config.processors, config.eos_token_id),
         target.config.vocab_size,
         expected_conforming,
         description or "specref.hf.generation with specref.batched.verify",
         kernel="batched" if verify is None else "",
+        unseeded=True,
+        request_seeds=True,
+        counters=seeding.counters,
+        eos_token_id=config.eos_token_id,
     )
 
 

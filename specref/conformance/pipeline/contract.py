@@ -36,6 +36,7 @@ from ..engine.counts import Counts
 from ..engine.plan import Plan
 from ..engine.registry import PIPELINE, TEST
 from ..engine.results import t0_result
+from . import requests
 from .kinds import DECLARED as _DECLARED  # noqa: F401 -- the pipeline forms of its check kinds
 
 #: Why the forced rare-edge probe cannot reach a pipeline (module docstring).
@@ -58,6 +59,8 @@ class PipelineRun(Adapter):
 @dataclass
 class PromptBatch:
     prompts: np.ndarray  # [B, T] int64
+    seeds: list | None = field(default=None)  # request calls (requests.py): per-row seeds; None here is unseeded
+    request: bool = False  # a request call: `seeds` replaces the call's generator seed
     target_probs = None  # a pipeline computes its own probabilities
     draft_probs = None
 
@@ -129,19 +132,21 @@ class PipelineTally(Counts):
 
     def t2_results(self, alphas: dict[str, float]) -> list[CheckResult]:
         name = self.scenario.name
-        return [registry.get(kind).forms[PIPELINE].evaluate(self, alpha, "exact", str(CheckId(kind, name)))
-                for kind, alpha in alphas.items()]  # fmt: skip
+        forms = {kind: registry.get(kind).forms[PIPELINE] for kind in alphas}  # a request kind: run_checks computes it
+        return [forms[kind].evaluate(self, alpha, "exact", str(CheckId(kind, name)))
+                for kind, alpha in alphas.items() if forms[kind].evaluate is not None]  # fmt: skip
 
 
 # --- the call ------------------------------------------------------------------------------------------------------
 
 
 def _fields(batch: PromptBatch, declared: dict) -> dict:
-    return {"tokens": batch.prompts}
+    return {"tokens": batch.prompts, **({"request_seeds": batch.seeds} if batch.request else {})}
 
 
 def _arguments(job: dict, target, draft, generator) -> tuple[tuple, dict]:
-    return (torch.from_numpy(job["tokens"].copy()), N_NEW, job["generator_seed"]), {}
+    seed = job["request_seeds"] if "request_seeds" in job else job["generator_seed"]
+    return (torch.from_numpy(job["tokens"].copy()), N_NEW, seed), {}
 
 
 def _read(out, job: dict) -> np.ndarray:
@@ -181,8 +186,15 @@ class PipelineContract(Contract):
         return [PromptScenario(f"prompt{i}", tuple(p), pipeline.law_array(p, N_NEW)) for i, p in enumerate(prompts)]
 
     def plan(self, adapter: PipelineRun, scenario: PromptScenario) -> Plan:
-        return Plan(tested=[k.name for k in registry.for_contract(PIPELINE, "T2") if k.forms[PIPELINE].plan(scenario)
-                            == TEST])  # fmt: skip
+        tested = [k.name for k in registry.for_contract(PIPELINE, "T2") if k.forms[PIPELINE].evaluate is not None
+                  and k.forms[PIPELINE].plan(scenario) == TEST]  # fmt: skip
+        if scenario.name != requests.ON:
+            return Plan(tested=tested)
+        request_tested, _, skipped = requests.plan(adapter.pipeline)  # the request-level checks: first prompt only
+        return Plan(tested=tested + request_tested, skipped=skipped)
+
+    def run_checks(self, caller, plan, seed: int, stopped: str | None) -> tuple[list, list]:
+        return requests.run_checks(caller, plan, seed, stopped, PromptBatch)
 
     def tally(self, adapter: PipelineRun, scenario: PromptScenario, seed: int) -> PipelineTally:
         return PipelineTally(scenario)

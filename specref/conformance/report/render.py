@@ -298,10 +298,10 @@ def failure_section(check: dict, record: dict) -> list[str]:
             lines.append(f"The call: scenario {where['scenario']}, chunk {where['chunk']}, {where['rows']} rows, "
                          f"generator seed {where['generator_seed']}.")  # fmt: skip
         elif where:
-            lines.append(
-                f"First violation: scenario {where['scenario']}, chunk {where['chunk']}, row {where['row']}: output "
-                f"{where['output']}, drafts {where['draft_tokens']} (num_draft {where['num_draft']})."
-            )
+            drafts = f", drafts {where['draft_tokens']}" if "draft_tokens" in where else ""  # a pipeline has none
+            drafts += f" (num_draft {where['num_draft']})" if "num_draft" in where else ""
+            lines.append(f"First violation: scenario {where['scenario']}, chunk {where['chunk']}, row "
+                         f"{where.get('row')}: output {where['output']}{drafts}.")  # fmt: skip
         elif isinstance(example, dict):
             lines.append(f"Example: `{json.dumps(example)}`")
     code = snippet(record, where, details) if where else None
