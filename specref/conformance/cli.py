@@ -29,6 +29,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
+from types import SimpleNamespace
 
 from .. import arguments
 from ..builtins import adapter_requirements
@@ -36,7 +37,7 @@ from ..errors import MergeError, UsageError
 from ..extras import MATPLOTLIB, TORCH, notice, require
 from ..folders import writing
 from ..outputs import REPORTS, default_folder
-from .contracts import contract, contract_of
+from .contracts import PIPELINE, contract, contract_of
 from .engine.progress import ProgressBar
 from .resolve import absolute_spec, list_builtins, resolve, select_scenarios
 
@@ -128,9 +129,8 @@ def _conform(args: argparse.Namespace) -> int:
             if folder is not None:
                 _check_writable(folder, flag)  # before IMPL is loaded: no torch needed to refuse it
         require(f"IMPL={args.impl!r}", *adapter_requirements(args.impl))  # before torch is imported
-        adapter, label = resolve(args.impl, tree=getattr(args, "tree", False))
-        if args.shard is not None and not contract(adapter).shardable:
-            raise UsageError(f"--shard={args.shard!r}: {contract_of(adapter)} runs cannot be sharded; run it unsharded")
+        adapter, label = resolve(args.impl, tree=getattr(args, "tree", False),
+                                 before_load=lambda kind: _check_for_kind(kind, args))  # fmt: skip
         scenarios = select_scenarios(adapter, args.scenarios)
         out_dir = args.report or _default_folder(label)
         _check_writable(out_dir, "--report")
@@ -155,6 +155,15 @@ def _conform(args: argparse.Namespace) -> int:
     finally:
         lock.__exit__(None, None, None)
     return _leave_if_abandoned(code)
+
+
+def _check_for_kind(kind: str | None, args: argparse.Namespace) -> None:
+    """The options a subject's kind cannot take, refused before the subject loads (a pipeline's models: seconds)."""
+    declared = SimpleNamespace(kind=kind)
+    if args.shard is not None and not contract(declared).shardable:
+        raise UsageError(f"--shard={args.shard!r}: {contract_of(declared)} runs cannot be sharded; run it unsharded")
+    if args.scenarios is not None and contract_of(declared) == PIPELINE:
+        raise UsageError("--scenarios applies to verify-level adapters, not to pipelines")
 
 
 def _json_folder(json_file: str | None) -> str | None:
