@@ -129,12 +129,21 @@ def _conform(args: argparse.Namespace) -> int:
             if folder is not None:
                 _check_writable(folder, flag)  # before IMPL is loaded: no torch needed to refuse it
         require(f"IMPL={args.impl!r}", *adapter_requirements(args.impl))  # before torch is imported
+    except UsageError as error:  # MissingDependency among them
+        print(f"specref conform: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    bar = ProgressBar(args.impl, args.budget_seconds).__enter__()  # on a terminal: shown now, before torch loads
+    bar.loading("loading")
+    try:
         adapter, label = resolve(args.impl, tree=getattr(args, "tree", False),
                                  before_load=lambda kind: _check_for_kind(kind, args))  # fmt: skip
         scenarios = select_scenarios(adapter, args.scenarios)
         out_dir = args.report or _default_folder(label)
         _check_writable(out_dir, "--report")
-    except UsageError as error:  # MissingDependency among them
+    except BaseException as error:
+        bar.__exit__(None, None, None)
+        if not isinstance(error, UsageError):  # MissingDependency among them
+            raise
         print(f"specref conform: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     plots = not args.no_plots
@@ -145,13 +154,15 @@ def _conform(args: argparse.Namespace) -> int:
         lock = writing(out_dir, "--report")
         lock.__enter__()  # one run at a time into out_dir: a second is refused now, naming this one
     except UsageError as error:
+        bar.__exit__(None, None, None)
         print(f"specref conform: error: {error}", file=sys.stderr)
         return EXIT_USAGE
+    bar.name = getattr(adapter, "name", args.impl)
     try:
         code = run_and_report(adapter, spec=absolute_spec(args.impl), out_dir=out_dir, json_file=args.json,
                               seed=args.seed, budget_seconds=args.budget_seconds, alpha=args.alpha,
                               scenarios=scenarios, rows=args.rows, plots=plots and MATPLOTLIB.available,
-                              shard=args.shard, allow_edge=args.allow_edge)  # fmt: skip
+                              shard=args.shard, allow_edge=args.allow_edge, bar=bar)  # fmt: skip
     finally:
         lock.__exit__(None, None, None)
     return _leave_if_abandoned(code)
@@ -234,8 +245,9 @@ def _leave_if_abandoned(code: int) -> int:
 
 def run_and_report(adapter, *, spec, out_dir, json_file=None, seed=0, budget_seconds=None, alpha=1e-3,
                    scenarios=None, rows=None, plots=True, stream=None, shard=None,
-                   allow_edge=False) -> int:  # fmt: skip
-    """Run, write the report folder, print a compact summary; returns the exit code."""
+                   allow_edge=False, bar: ProgressBar | None = None) -> int:  # fmt: skip
+    """Run, write the report folder, print a compact summary; returns the exit code. bar: a progress bar already
+    shown (closed here when the run ends); default: one for the run."""
     from . import run
 
     stream = stream or (sys.stderr if json_file == "-" else sys.stdout)  # stdout keeps pure JSON with --json -
@@ -245,7 +257,7 @@ def run_and_report(adapter, *, spec, out_dir, json_file=None, seed=0, budget_sec
     if shard is not None:
         extra["shard"] = shard
     try:
-        with ProgressBar(getattr(adapter, "name", spec), budget_seconds) as bar:
+        with bar or ProgressBar(getattr(adapter, "name", spec), budget_seconds) as bar:
             report = run(adapter, seed=seed, budget_seconds=budget_seconds, alpha=alpha, scenarios=scenarios,
                          progress=bar.update, **extra)  # fmt: skip
     except KeyboardInterrupt:  # before the run's first call or after its last: nothing partial to report

@@ -114,7 +114,10 @@ def rehearse(spec: str, load: Callable[[], object]):
     _, status = os.waitpid(pid, 0)
     said = b"".join(chunks)
     if said.startswith(_OK):
-        return pickle.loads(said[len(_OK) :]) if len(said) > len(_OK) else None
+        try:
+            return pickle.loads(said[len(_OK) :]) if len(said) > len(_OK) else None
+        except Exception:  # noqa: BLE001 -- e.g. an object of a module this process has not imported
+            return None
     if said.startswith(b"usage:"):
         raise UsageError(said[len(b"usage:") :].decode(errors="replace"))
     what = said.decode(errors="replace") if said else _died(status)
@@ -122,9 +125,11 @@ def rehearse(spec: str, load: Callable[[], object]):
                      "be killed at import")  # fmt: skip
 
 
-def load_guarded(spec: str, load: Callable[[], object]):
-    """load() in this process after a rehearsal; a sys.exit during it is a UsageError too (Ctrl-C stays Ctrl-C)."""
-    rehearse(spec, load)
+def load_guarded(spec: str, load: Callable[[], object], rehearsed: bool = False):
+    """load() in this process after a rehearsal (unless rehearsed already); a sys.exit during it is a UsageError too
+    (Ctrl-C stays Ctrl-C)."""
+    if not rehearsed:
+        rehearse(spec, load)
     handler = signal.getsignal(signal.SIGINT)
     try:
         return load()

@@ -77,7 +77,7 @@ def resolve(spec: str, tree: bool = False, before_load=None):
         before_load(facts["kind"])
     obj = _stand_in(spec, facts, lambda: _subject(spec, where, attr)) if facts is not None else None
     if obj is None:
-        obj = load_guarded(spec, lambda: _subject(spec, where, attr))
+        obj = load_guarded(spec, lambda: _subject(spec, where, attr), rehearsed=True)
         if before_load is not None and facts is None:
             before_load(getattr(obj, "kind", None))
     if getattr(obj, "kind", None) == "pipeline" and not hasattr(obj, "verify"):  # whole pipelines: run() knows them
