@@ -102,8 +102,15 @@ def properties(session: nox.Session) -> None:
 
 
 def _ci_pytest(*extra: str) -> tuple[str, ...]:
-    return ("python", "-m", "pytest", "-n", "auto", "-p", "no:benchmark", "properties", "gpu_tests", "-m", CI_MARKERS,
-            *extra)  # fmt: skip
+    return ("python", "-m", "pytest", "-n", str(_workers()), "-p", "no:benchmark", "properties", "gpu_tests", "-m",
+            CI_MARKERS, *extra)  # fmt: skip
+
+
+def _workers() -> int:
+    """One xdist worker per CPU, and one more: some tests mostly wait (a hang test sleeps until its limit: the 17th-call
+    hang of test_hangs takes 43 s of wall for 7 s of CPU), and a spare worker fills those waits for the price of one
+    more start-up and collection (about 10 s of CPU)."""
+    return (os.cpu_count() or 1) + 1
 
 
 @nox.session(default=False, venv_params=["--system-site-packages"])
