@@ -125,9 +125,9 @@ def _conform(args: argparse.Namespace) -> int:
             arguments.scenarios(args.scenarios, "--scenarios")
         if args.shard is not None:
             _check_shard(args.shard, args.rows)
-        for folder, flag in ((args.report, "--report"), (_json_folder(args.json), "--json")):
+        for folder, flag, given in ((args.report, "--report", None), (_json_folder(args.json), "--json", args.json)):
             if folder is not None:
-                _check_writable(folder, flag)  # before IMPL is loaded: no torch needed to refuse it
+                _check_writable(folder, flag, given)  # before IMPL is loaded: no torch needed to refuse it
         require(f"IMPL={args.impl!r}", *adapter_requirements(args.impl))  # before torch is imported
     except UsageError as error:  # MissingDependency among them
         print(f"specref conform: error: {error}", file=sys.stderr)
@@ -221,14 +221,19 @@ def _default_folder(label: str) -> str:
                          "--report DIR") from None  # fmt: skip
 
 
-def _check_writable(folder: str, flag: str) -> None:
-    """Create folder now: an unwritable report path is a usage error before the run, not a lost verdict after."""
+def _check_writable(folder: str, flag: str, given: str | None = None) -> None:
+    """Create folder now: an unwritable report path is a usage error before the run, not a lost verdict after.
+    given: the flag's value when folder is the folder of a file it names (--json FILE)."""
+    named = f"{flag}={given!r}: its folder {folder!r}" if given else f"{flag}: {folder!r}"
+    blocking = next((p for p in [Path(folder), *Path(folder).parents] if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        raise UsageError(f"{named} cannot be created: {str(blocking)!r} is a file, not a folder")
     try:
         Path(folder).mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise UsageError(f"{flag}: cannot create {folder!r}: {error.strerror or error}") from None
+        raise UsageError(f"{named} cannot be created: {error.strerror or error}") from None
     if not os.access(folder, os.W_OK):
-        raise UsageError(f"{flag}: {folder!r} is not writable")
+        raise UsageError(f"{named} is not writable")
 
 
 def _leave_if_abandoned(code: int) -> int:
