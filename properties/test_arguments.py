@@ -114,7 +114,7 @@ def conform(args: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess, li
             "--report: 'blocker/sub' cannot be created: 'blocker' is a file, not a folder",
         ),
         (
-            ["conform", "good.py:verify", "--json", "blocker/r.json"],  # was: cannot create .blocker.
+            ["conform", "good.py:verify", "--json", "blocker/r.json"],  # was: cannot create 'blocker'
             "--json='blocker/r.json': its folder 'blocker' cannot be created: 'blocker' is a file, not a folder",
         ),
         (
