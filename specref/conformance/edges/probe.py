@@ -48,6 +48,7 @@ from ...forced import FORCEABLE, event_probability, forced_state
 from ...stats import CheckResult
 from ...stats import not_tested as _not_tested
 from ..engine.calls import AdapterFailure, Caller
+from ..engine.failure_words import defect_words
 from ..engine.passes import derive_seed
 from ..engine.registry import EDGE, LAW
 from ..engine.results import t0_result
@@ -218,7 +219,7 @@ def _probe_batch(caller, design: ProbeDesign, probe: EdgeProbe, batch_name: str,
                             form=caller.form)  # fmt: skip
         words = edge_words(edge) if edge in EDGES else f"breaks {edge} when one float32 uniform is exactly 0"
         probe.summary["edges"][key] = {
-            "words": words + (f"; at {sites[0]}" if sites else ""),
+            "words": words + (f"; at {sites[0]}" + defect_words(f"at {sites[0]}") if sites else ""),
             "batch": batch_name,
             "output": witness,
             "row": rows[0],
