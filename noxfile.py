@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
 import json
 import os
 import resource
@@ -25,8 +27,52 @@ TRITON = "triton==3.9.0; platform_system == 'Linux' and platform_machine == 'x86
 
 
 def install(session: nox.Session, extras: str = "test,transformers,plots", torch: str = TORCH_CPU, *extra: str,
-            env: dict | None = None) -> None:  # fmt: skip
+            env: dict | None = None, cached: bool = False) -> None:  # fmt: skip
+    """Install specref (editable) with extras and the pins. cached: its dependencies come from a folder kept under
+    specref's cache (_dependency_site), so that a fresh clone's new venv does not unpack torch again."""
+    if cached and os.environ.get("SPECREF_NOX_DEPS", "cache") != "pip":
+        _link_dependencies(session, _dependency_site(session, [torch, *extra, "-e", f".[{extras}]"], env))
     session.install(torch, *extra, "-e", f".[{extras}]", env=env)
+
+
+# --- the dependencies of a session, installed once per cache and shared -------------------------------------------
+# A fresh clone has no .nox, so every CI run would install torch (1 GB, unpacked and byte-compiled from the wheel)
+# into a new venv. Instead the first run installs the session's requirements into a venv of its own under
+# $SPECREF_CACHE/nox-deps (default ~/.cache/specref/nox-deps), keyed by the interpreter, the requirements and
+# pyproject.toml, and removes specref itself from it; each session's venv then reads that venv's
+# site-packages through a .pth file, and pip, seeing every pin satisfied, installs only specref (editable). A change
+# of any pin or dependency makes a new key; SPECREF_NOX_DEPS=pip installs everything into the session's venv as before.
+
+
+def _dependency_site(session: nox.Session, requirements: list[str], env: dict | None) -> str:
+    """The site-packages folder of the cached dependency venv for requirements (built under a lock if absent)."""
+    version = session.run_install("python", "-c", "import sys; print(sys.version)", silent=True, env=env).strip()
+    pins = json.dumps([version, requirements, Path("pyproject.toml").read_text()])
+    key = hashlib.sha256(pins.encode()).hexdigest()[:16]
+    cache = (env or {}).get("SPECREF_CACHE") or os.environ.get("SPECREF_CACHE")
+    root = (Path(cache) if cache else Path.home() / ".cache" / "specref") / "nox-deps"
+    root.mkdir(parents=True, exist_ok=True)
+    folder, python = root / key, root / key / "bin" / "python"
+    with open(root / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one builder; the others wait and then read what it built
+        if not (folder / "complete").is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+            session.run_install("python", "-m", "venv", "--system-site-packages", str(folder), env=env)
+            session.run_install(str(python), "-m", "pip", "install", "--quiet", *requirements, env=env, external=True)
+            session.run_install(str(python), "-m", "pip", "uninstall", "--quiet", "--yes", "specref", env=env,
+                                external=True)  # fmt: skip
+            (folder / "complete").write_text(json.dumps(requirements))
+    return _purelib(session, str(python), env)
+
+
+def _purelib(session: nox.Session, python: str, env: dict | None = None) -> str:
+    code = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    return session.run_install(python, "-c", code, silent=True, env=env, external=True).strip()
+
+
+def _link_dependencies(session: nox.Session, site: str) -> None:
+    """The session's venv reads site's packages (a .pth file in its own site-packages)."""
+    (Path(_purelib(session, "python")) / "specref-nox-deps.pth").write_text(site + "\n")
 
 
 TIERS = ("exact", "statistical", "hypothesis_stat")  # cheapest and most certain first
@@ -48,7 +94,7 @@ def properties(session: nox.Session) -> None:
 
     With posargs, one pytest run with them instead (e.g. `nox -s properties -- -k coupling`).
     """
-    install(session, "test,transformers,plots", TORCH_CPU, TRITON)
+    install(session, "test,transformers,plots", TORCH_CPU, TRITON, cached=True)
     if session.posargs:
         session.run("python", "-m", "pytest", "-n", "auto", *session.posargs)
         return
@@ -56,8 +102,15 @@ def properties(session: nox.Session) -> None:
 
 
 def _ci_pytest(*extra: str) -> tuple[str, ...]:
-    return ("python", "-m", "pytest", "-n", "auto", "-p", "no:benchmark", "properties", "gpu_tests", "-m", CI_MARKERS,
-            *extra)  # fmt: skip
+    return ("python", "-m", "pytest", "-n", str(_workers()), "-p", "no:benchmark", "properties", "gpu_tests", "-m",
+            CI_MARKERS, *extra)  # fmt: skip
+
+
+def _workers() -> int:
+    """One xdist worker per CPU, and one more: some tests mostly wait (a hang test sleeps until its limit: the 17th-call
+    hang of test_hangs takes 43 s of wall for 7 s of CPU), and a spare worker fills those waits for the price of one
+    more start-up and collection (about 10 s of CPU)."""
+    return (os.cpu_count() or 1) + 1
 
 
 @nox.session(default=False, venv_params=["--system-site-packages"])
@@ -82,7 +135,7 @@ def timings(session: nox.Session) -> None:
     junit = root / "junit.xml"
     try:
         with _step(steps, "install"):
-            install(session, "test,transformers,plots", TORCH_CPU, TRITON, env=env)
+            install(session, "test,transformers,plots", TORCH_CPU, TRITON, env=env, cached=True)
         with _step(steps, "pytest"):
             session.run(*_ci_pytest("-p", "cpu_times", "--junitxml", str(junit), "-o", "junit_logging=system-out",
                                     "--durations=15"),

@@ -109,8 +109,18 @@ def conform(args: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess, li
         (["conform", "good.py:verify", "--rows", "0"], "--rows=0 must be an integer >= 1"),
         (["conform", "good.py:verify", "--seed", "-1"], "--seed=-1 must be an integer >= 0"),
         (["conform", "good.py:verify", "--scenarios", ","], "--scenarios=',' names no scenario"),
-        (["conform", "good.py:verify", "--report", "blocker/sub"], "--report: cannot create 'blocker/sub'"),
-        (["conform", "good.py:verify", "--json", "blocker/sub/r.json"], "--json: cannot create 'blocker/sub'"),
+        (
+            ["conform", "good.py:verify", "--report", "blocker/sub"],
+            "--report: 'blocker/sub' cannot be created: 'blocker' is a file, not a folder",
+        ),
+        (
+            ["conform", "good.py:verify", "--json", "blocker/r.json"],  # was: cannot create 'blocker'
+            "--json='blocker/r.json': its folder 'blocker' cannot be created: 'blocker' is a file, not a folder",
+        ),
+        (
+            ["conform", "good.py:verify", "--json", "blocker/sub/r.json"],
+            "--json='blocker/sub/r.json': its folder 'blocker/sub' cannot be created: 'blocker' is a file",
+        ),
         (["merge", "nowhere-a", "nowhere-b"], "nowhere-a: no report.json there"),
     ],
 )

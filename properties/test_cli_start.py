@@ -94,6 +94,21 @@ def test_list_answers_at_once_without_warnings_or_engines(tmp_path, python_start
     assert imports_after(["conform", "--list"], tmp_path) == []
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["conform", "transformers-generate", "--rows", "10", "--shard", "0/2"], "pipeline runs cannot be sharded"),
+        (["conform", "transformers-generate", "--scenarios", "cf_dense_g4"], "not to pipelines"),
+    ],
+)
+def test_an_option_a_pipeline_cannot_take_is_refused_before_the_pipeline_loads(tmp_path, args, message):
+    """The kind is the built-in's row (a file's: its declaration, read in the rehearsal): no model, no transformers."""
+    result = subprocess.run([sys.executable, "-m", "specref.cli", *args], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=120, env=ENV)  # fmt: skip
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert "transformers" not in imports_after(args, tmp_path)
+
+
 # --- errors that name what was wrong -------------------------------------------------------------------------------
 
 

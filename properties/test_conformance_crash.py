@@ -261,3 +261,16 @@ def test_job_is_compact_and_casts_once(dtype):
     expected = torch.from_numpy(np.ascontiguousarray(batch.target_probs)).to(dtype)
     assert target.dtype == dtype and target.is_contiguous() and torch.equal(target, expected)
     np.testing.assert_array_equal(target_seen, expected.double().numpy())
+
+
+@pytest.mark.parametrize(("make", "said"), [(lambda t: t.to("meta"), "a meta tensor"),
+                                            (lambda t: t.to_sparse(), "a sparse_coo tensor")])  # fmt: skip
+def test_a_meta_or_sparse_output_is_the_adapters_malformed_output(make, said):
+    """Was: 'exception: NotImplementedError: Cannot copy out of meta tensor' located at specref's own form.py."""
+    from specref.conformance.chain.form import CHAIN
+    from specref.errors import AdapterFailure
+
+    job = {"tokens": np.zeros((2, 3), dtype=np.int64)}
+    with pytest.raises(AdapterFailure) as failure:
+        CHAIN.read(make(torch.zeros(2, 4, dtype=torch.int64)), job)
+    assert failure.value.kind == "malformed" and said in failure.value.message, failure.value

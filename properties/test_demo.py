@@ -109,11 +109,14 @@ def test_demo_conforms_the_kernel_flags_the_mutant_and_writes_both_reports(tmp_p
     header, verdicts = out.splitlines()[3:5]  # after the two progress lines and a blank one
     assert header.split() == ["transformers" if impl == "transformers" else "batched", demo.MUTANT, "(mutant)"]
     assert verdicts.split() == ["verdict", *kernel_verdict.upper().split(), "NON-CONFORMING"]
+    flat = " ".join(out.split())  # the prose wraps at demo.WIDTH columns
     if impl == "transformers":
         assert (
-            "Rare edge of transformers: accepts a zero-probability draft" in out and "r_i <= probability_ratio" in out
+            "Rare edge of transformers: accepts a zero-probability draft" in flat and "r_i <= probability_ratio" in flat
         )
-    assert "the yardstick works" in out and str(tmp_path / demo.MUTANT / "report.md") in out
+    assert "the yardstick works" in flat and str(tmp_path / demo.MUTANT / "report.md") in out
+    shown = out[: out.index("Reports: ")].splitlines()  # the paths after it are as long as the folder given
+    assert max(map(len, shown)) <= demo.WIDTH == 100, max(shown, key=len)  # was 152-163 columns
 
     # the stated row probability r agrees with the violations the run counted
     wanted = f"t0_residual_support[{demo.CATCH_SCENARIO}]"

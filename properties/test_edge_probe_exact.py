@@ -110,6 +110,9 @@ def test_transformers_kernel_edge_is_named_with_its_line():
     words = probe.summary["edges"]["accept"]["words"]
     assert "accepts a zero-probability draft" in words and "2^-24 per accept test" in words
     assert "generation/utils.py" in words and "r_i <= probability_ratio" in words
+    # and its fix, that line made strict (was: the line alone)
+    assert "known defect class: a non-strict accept test; use `u < p/q`; at " in words, words
+    assert "`is_accepted = r_i < probability_ratio`" in words, words
 
 
 def _seed_per_row(target_probs, draft_probs, draft_tokens, generator):

@@ -135,3 +135,15 @@ def test_the_transformers_row_loop_at_v151936_is_not_hung(monkeypatch):
     report = run(transformers_adapter(), scenarios=["cf_dense_g4", "large_v151936_g1"], rows=192)
     assert not [r for r in report.checks if r.details.get("kind") == "hang"], report.summary()
     assert report.scenarios["large_v151936_g1"]["rows"] == 192  # 3 calls of 64 rows
+
+
+def test_the_first_call_limit_is_what_docs_contract_says():
+    """docs/contract.md: the first call of a run gets twice the budget, never less than twice the floor (60 s on a
+    20 s budget with the default 30 s floor); without a budget, 10 times the floor."""
+    from specref.conformance.engine.hangs import HangLimits
+
+    assert HangLimits(20, 30).limit("cf_dense_g4", rows=256, elements=80) == 60
+    assert HangLimits(300, 30).limit("cf_dense_g4", rows=256, elements=80) == 600
+    assert HangLimits(None, 30).limit("cf_dense_g4", rows=256, elements=80) == 300
+    text = " ".join((Path(__file__).resolve().parents[1] / "docs" / "contract.md").read_text().split())
+    assert "gets the ceiling: twice the budget, and never less than twice the floor (so 60 s on a 20 s budget" in text

@@ -166,7 +166,7 @@ def test_unwritable_report_folder_is_a_usage_error_before_the_run(tmp_path, caps
     blocker = tmp_path / "file"
     blocker.write_text("")
     assert main(["conform", BROKEN, "--report", str(blocker / "sub"), "--rows", "256"]) == 2
-    assert "--report: cannot create" in capsys.readouterr().err
+    assert "sub' cannot be created: " in capsys.readouterr().err
 
 
 # --- plots are optional: the report is written first, and a plot failure costs only the plot -------------------

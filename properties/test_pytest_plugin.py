@@ -16,6 +16,7 @@ to exceed the TV the failing check reports it detects with probability 0.999.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -129,6 +130,11 @@ def test_a_p_zero_token_fails_with_check_p_value_tv_and_a_snippet_that_reproduce
     assert ("t0_zero_prob_emitted[cf_zero_support_g3] failed (law check, T0): p-value 0, a certain failure "
             "(500 violations in 500 rows); detectable TV: any") in out  # fmt: skip
     assert "verdict of the run: non-conforming" in out
+    # its report folder, as `specref conform` writes it (was: none), at the default place, and the summary says where
+    folder = pytester.path / "specref-reports" / "bad_verifier.verify"
+    record = json.loads((folder / "report.json").read_text())
+    assert record["verdict"] == "non-conforming" and (folder / "report.md").is_file()
+    assert f"report: {folder / 'report.md'}" in out or "report: specref-reports/bad_verifier.verify/report.md" in out
 
     # the snippet rebuilds the failing batch and calls the verifier: its first row emits a token with p = 0
     namespace: dict = {}

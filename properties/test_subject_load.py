@@ -53,3 +53,44 @@ def test_a_module_that_prints_at_import_prints_once(tmp_path):
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120, env=ENV)
     assert result.returncode == 2 and "has no attribute 'nope'" in result.stderr, result.stderr
     assert result.stdout.count("hello from v") <= 1
+
+
+IMPORTS_LOGGED = """import os
+with open(os.environ["PID_LOG"], "a") as log:
+    log.write(f"{os.getpid()}\\n")
+from specref.batched import verify as _batched
+
+
+def verify(target_probs, draft_probs, draft_tokens, generator):
+    return _batched(target_probs, draft_probs, draft_tokens, generator)
+
+
+class Ragged:
+    name = "ragged-object"
+    ragged = True
+
+    def verify(self, target_probs, draft_probs, draft_tokens, generator, num_draft=None):
+        return _batched(target_probs, draft_probs, draft_tokens, generator, num_draft=num_draft)
+
+
+RAGGED = Ragged()
+"""
+#: Prints specref's own pid, then runs the CLI in that same process.
+IN_PROCESS = (
+    "import os, sys; print('specref pid', os.getpid()); from specref.cli import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
+@pytest.mark.parametrize(("attr", "scenarios", "name"), [("verify", "cf_dense_g4", "v.verify"),
+                                                         ("RAGGED", "ragged_g6", "ragged-object")])  # fmt: skip
+def test_the_subject_is_imported_in_the_worker_never_in_specrefs_own_process(tmp_path, attr, scenarios, name):
+    (tmp_path / "v.py").write_text(IMPORTS_LOGGED)
+    log = tmp_path / "pids"
+    command = [sys.executable, "-c", IN_PROCESS, "conform", f"v.py:{attr}", "--rows", "200", "--scenarios", scenarios,
+               "--report", "out", "--no-plots"]  # fmt: skip
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                            env={**ENV, "PID_LOG": str(log)})  # fmt: skip
+    assert result.returncode == 0 and f"{name}: CONFORMING" in result.stdout, (result.stdout, result.stderr)
+    own = result.stdout.split("specref pid ", 1)[1].split()[0]
+    importers = log.read_text().split()
+    assert own not in importers and len(importers) >= 2, (own, importers)  # the rehearsal's child, then the worker

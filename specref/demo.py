@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import textwrap
 from pathlib import Path
 
 from .errors import UsageError
@@ -43,6 +44,8 @@ KERNEL_SHARE = 0.8
 DEFAULT_BUDGET = 75.0
 #: Failed checks shown side by side (the reports list them all).
 SHOWN_CHECKS = 8
+#: The summary fits a terminal of WIDTH columns; check names wider than LABEL_WIDTH wrap.
+WIDTH, LABEL_WIDTH, GAP = 100, 42, "  "
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -105,7 +108,7 @@ def demo(args: argparse.Namespace) -> int:
         return EXIT_INTERNAL
     print(side_by_side(*reports, out=out))
     code, message = outcome(*(report for report, _ in reports))
-    print(message)
+    print(textwrap.fill(message, WIDTH, break_long_words=False))
     return code
 
 
@@ -127,8 +130,7 @@ def _runs(impl: str, args: argparse.Namespace, out: Path, plots: bool) -> list[t
     try:
         for adapter, label, share in plan:
             budget = share * args.budget_seconds
-            print(f"specref demo: checking {label} on {', '.join(SCENARIOS)} (budget {budget:.0f} s) ...",
-                  flush=True)  # fmt: skip
+            print(f"specref demo: checking {label} on {', '.join(SCENARIOS)} for {budget:.0f} s ...", flush=True)
             with ProgressBar(label, budget) as bar:
                 report = run(adapter, seed=args.seed, budget_seconds=budget, alpha=args.alpha, scenarios=SCENARIOS,
                              progress=bar.update)  # fmt: skip
@@ -217,10 +219,9 @@ def side_by_side(kernel_pair: tuple, mutant_pair: tuple, *, out: Path) -> str:
     mutant_by_name = {r.name: r for r in mutant.checks}
     for name in names[:SHOWN_CHECKS]:
         table.append((name, _cell(by_name.get(name)), _cell(mutant_by_name.get(name))))
-    widths = [max(len(row[i]) for row in table) for i in range(3)]
-    lines = [""] + ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
-    lines.insert(6, "failing checks (pass/FAIL, p-value, detectable TV with power 0.999):" if names else
-                 "failing checks: none")  # fmt: skip
+    heading = "failing checks (pass/FAIL, p-value, detectable TV, power 0.999):" if names else "failing checks: none"
+    widths = _widths(table)
+    lines = ["", *_columns(table[:5], widths), heading, *_columns(table[5:], widths)]
     if len(names) > SHOWN_CHECKS:
         lines.append(f"... and {len(names) - SHOWN_CHECKS} more failed checks (see the reports)")
     from .conformance.chain.plan import scenarios_for
@@ -229,8 +230,7 @@ def side_by_side(kernel_pair: tuple, mutant_pair: tuple, *, out: Path) -> str:
     rows_seen = mutant.scenarios.get(CATCH_SCENARIO, {}).get("rows", 0)
     left_out = len(scenarios_for(kernel.adapter)) - len(SCENARIOS)
     r = row_catch_probability()
-    lines += [
-        "",
+    prose = [
         f"False alarms: each verdict's statistical checks share a family-wise false-alarm probability of "
         f"{kernel.alpha:g}; T0 checks are certain.",
         f"Catch probability: on {CATCH_SCENARIO} a row of the mutant leaves the residual's support with probability "
@@ -242,7 +242,28 @@ def side_by_side(kernel_pair: tuple, mutant_pair: tuple, *, out: Path) -> str:
         f"ran in both runs); the full run is `specref conform {kernel.adapter.name}` or `nox -s conformance`.",
         f"Reports: {kernel_paths['md']}  {mutant_paths['md']}",
     ]
+    lines += ["", *(line for text in prose for line in textwrap.wrap(text, WIDTH, break_long_words=False))]
     return "\n".join(lines)
+
+
+def _widths(table: list[tuple[str, str, str]]) -> list[int]:
+    """Column widths within WIDTH: the label column at most LABEL_WIDTH, the value columns sharing what is left."""
+    natural = [max(len(row[i]) for row in table) for i in range(3)]
+    label = min(natural[0], LABEL_WIDTH)
+    room = WIDTH - label - 2 * len(GAP)
+    first = min(natural[1], max(room // 2, room - natural[2]))
+    return [label, first, min(natural[2], room - first)]
+
+
+def _columns(rows: list[tuple[str, str, str]], widths: list[int]) -> list[str]:
+    """The rows as columns of `widths` (_widths); a cell too wide wraps onto more lines."""
+    lines = []
+    for row in rows:
+        cells = [textwrap.wrap(cell, w) or [""] for cell, w in zip(row, widths)]
+        for i in range(max(map(len, cells))):
+            parts = [(c[i] if i < len(c) else "").ljust(w) for c, w in zip(cells, widths)]
+            lines.append(GAP.join(parts).rstrip())
+    return lines
 
 
 def _small(probability: float) -> str:

@@ -19,6 +19,7 @@ Settings come from `--specref-*` options, then from `[tool.specref]` in the proj
     alpha = 1e-3                   # the run's family-wise false-alarm probability
     rows = 20000                   # fixed rows per scenario (reproducible N) instead of sizing by time
     scenarios = ["cf_dense_g4", "markov_g5"]
+    report = "specref-reports/mine"  # the report folder (default specref-reports/<impl>/, as `specref conform`)
 
 The `specref_conformance` fixture returns `run(verify=None, **overrides)`, `specref.conformance.run` with these
 settings as defaults; `verify` is an IMPL string or a verify function / adapter, and it returns the Report.
@@ -46,6 +47,7 @@ KEYS = {
     "alpha": "alpha",
     "rows": "rows",
     "scenarios": "scenarios",
+    "report": "report",
 }
 
 
@@ -57,6 +59,7 @@ class Settings:
     alpha: float = 1e-3
     rows: int | None = None
     scenarios: str | list | None = None  # a list, or comma-separated as `specref conform --scenarios`
+    report: str | None = None  # the report folder (default specref-reports/<impl>/, as `specref conform`)
 
     def validate(self) -> Settings:
         """The checks run() and the CLI make (specref.arguments), named as [tool.specref] spells the keys."""
@@ -86,6 +89,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--specref-rows", type=int, metavar="N",
                     help="a fixed N of rows per scenario instead of sizing by time (reproducible N)")  # fmt: skip
     group.addoption("--specref-scenarios", metavar="A,B", help="run only these scenarios (comma-separated)")
+    group.addoption("--specref-report", metavar="DIR",
+                    help="the run's report folder (default specref-reports/<impl>/, as `specref conform`)")  # fmt: skip
 
 
 def pyproject_settings(rootpath: Path) -> dict:
@@ -256,11 +261,29 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
     record["spec"] = absolute_spec(settings.impl)
     config.stash[_REPORT] = report
+    config.stash[_FOLDER] = write_folder(report, settings, label)
     items.extend(CheckItem.from_parent(run_node, name=check.name, check=check, record=record)
                  for check in report.checks)  # fmt: skip
 
 
 _REPORT = pytest.StashKey()
+_FOLDER = pytest.StashKey()
+
+
+def write_folder(report, settings: Settings, label: str) -> str:
+    """The run's report folder, as `specref conform` writes it (report.md, report.json, the plots where matplotlib
+    is installed); returns report.md's path."""
+    from .conformance.report.render import write_report
+    from .conformance.resolve import absolute_spec
+    from .extras import MATPLOTLIB
+    from .folders import writing
+    from .outputs import default_folder
+
+    folder = settings.report or default_folder(label)
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    with writing(folder, "--specref-report"):
+        paths = write_report(report, folder, spec=absolute_spec(settings.impl), plots=MATPLOTLIB.available)
+    return str(paths["md"])
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
@@ -269,3 +292,4 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         terminalreporter.section("specref conformance")
         for line in report.summary().splitlines():
             terminalreporter.write_line(line)
+        terminalreporter.write_line(f"  report: {config.stash[_FOLDER]}")

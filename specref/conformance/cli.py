@@ -29,6 +29,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
+from types import SimpleNamespace
 
 from .. import arguments
 from ..builtins import adapter_requirements
@@ -36,7 +37,7 @@ from ..errors import MergeError, UsageError
 from ..extras import MATPLOTLIB, TORCH, notice, require
 from ..folders import writing
 from ..outputs import REPORTS, default_folder
-from .contracts import contract, contract_of
+from .contracts import PIPELINE, contract, contract_of
 from .engine.progress import ProgressBar
 from .resolve import absolute_spec, list_builtins, resolve, select_scenarios
 
@@ -124,17 +125,25 @@ def _conform(args: argparse.Namespace) -> int:
             arguments.scenarios(args.scenarios, "--scenarios")
         if args.shard is not None:
             _check_shard(args.shard, args.rows)
-        for folder, flag in ((args.report, "--report"), (_json_folder(args.json), "--json")):
+        for folder, flag, given in ((args.report, "--report", None), (_json_folder(args.json), "--json", args.json)):
             if folder is not None:
-                _check_writable(folder, flag)  # before IMPL is loaded: no torch needed to refuse it
+                _check_writable(folder, flag, given)  # before IMPL is loaded: no torch needed to refuse it
         require(f"IMPL={args.impl!r}", *adapter_requirements(args.impl))  # before torch is imported
-        adapter, label = resolve(args.impl, tree=getattr(args, "tree", False))
-        if args.shard is not None and not contract(adapter).shardable:
-            raise UsageError(f"--shard={args.shard!r}: {contract_of(adapter)} runs cannot be sharded; run it unsharded")
+    except UsageError as error:  # MissingDependency among them
+        print(f"specref conform: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    bar = ProgressBar(args.impl, args.budget_seconds).__enter__()  # on a terminal: shown now, before torch loads
+    bar.loading("loading")
+    try:
+        adapter, label = resolve(args.impl, tree=getattr(args, "tree", False),
+                                 before_load=lambda kind: _check_for_kind(kind, args))  # fmt: skip
         scenarios = select_scenarios(adapter, args.scenarios)
         out_dir = args.report or _default_folder(label)
         _check_writable(out_dir, "--report")
-    except UsageError as error:  # MissingDependency among them
+    except BaseException as error:
+        bar.__exit__(None, None, None)
+        if not isinstance(error, UsageError):  # MissingDependency among them
+            raise
         print(f"specref conform: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     plots = not args.no_plots
@@ -145,16 +154,27 @@ def _conform(args: argparse.Namespace) -> int:
         lock = writing(out_dir, "--report")
         lock.__enter__()  # one run at a time into out_dir: a second is refused now, naming this one
     except UsageError as error:
+        bar.__exit__(None, None, None)
         print(f"specref conform: error: {error}", file=sys.stderr)
         return EXIT_USAGE
+    bar.name = getattr(adapter, "name", args.impl)
     try:
         code = run_and_report(adapter, spec=absolute_spec(args.impl), out_dir=out_dir, json_file=args.json,
                               seed=args.seed, budget_seconds=args.budget_seconds, alpha=args.alpha,
                               scenarios=scenarios, rows=args.rows, plots=plots and MATPLOTLIB.available,
-                              shard=args.shard, allow_edge=args.allow_edge)  # fmt: skip
+                              shard=args.shard, allow_edge=args.allow_edge, bar=bar)  # fmt: skip
     finally:
         lock.__exit__(None, None, None)
     return _leave_if_abandoned(code)
+
+
+def _check_for_kind(kind: str | None, args: argparse.Namespace) -> None:
+    """The options a subject's kind cannot take, refused before the subject loads (a pipeline's models: seconds)."""
+    declared = SimpleNamespace(kind=kind)
+    if args.shard is not None and not contract(declared).shardable:
+        raise UsageError(f"--shard={args.shard!r}: {contract_of(declared)} runs cannot be sharded; run it unsharded")
+    if args.scenarios is not None and contract_of(declared) == PIPELINE:
+        raise UsageError("--scenarios applies to verify-level adapters, not to pipelines")
 
 
 def _json_folder(json_file: str | None) -> str | None:
@@ -201,14 +221,19 @@ def _default_folder(label: str) -> str:
                          "--report DIR") from None  # fmt: skip
 
 
-def _check_writable(folder: str, flag: str) -> None:
-    """Create folder now: an unwritable report path is a usage error before the run, not a lost verdict after."""
+def _check_writable(folder: str, flag: str, given: str | None = None) -> None:
+    """Create folder now: an unwritable report path is a usage error before the run, not a lost verdict after.
+    given: the flag's value when folder is the folder of a file it names (--json FILE)."""
+    named = f"{flag}={given!r}: its folder {folder!r}" if given else f"{flag}: {folder!r}"
+    blocking = next((p for p in [Path(folder), *Path(folder).parents] if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        raise UsageError(f"{named} cannot be created: {str(blocking)!r} is a file, not a folder")
     try:
         Path(folder).mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise UsageError(f"{flag}: cannot create {folder!r}: {error.strerror or error}") from None
+        raise UsageError(f"{named} cannot be created: {error.strerror or error}") from None
     if not os.access(folder, os.W_OK):
-        raise UsageError(f"{flag}: {folder!r} is not writable")
+        raise UsageError(f"{named} is not writable")
 
 
 def _leave_if_abandoned(code: int) -> int:
@@ -225,8 +250,9 @@ def _leave_if_abandoned(code: int) -> int:
 
 def run_and_report(adapter, *, spec, out_dir, json_file=None, seed=0, budget_seconds=None, alpha=1e-3,
                    scenarios=None, rows=None, plots=True, stream=None, shard=None,
-                   allow_edge=False) -> int:  # fmt: skip
-    """Run, write the report folder, print a compact summary; returns the exit code."""
+                   allow_edge=False, bar: ProgressBar | None = None) -> int:  # fmt: skip
+    """Run, write the report folder, print a compact summary; returns the exit code. bar: a progress bar already
+    shown (closed here when the run ends); default: one for the run."""
     from . import run
 
     stream = stream or (sys.stderr if json_file == "-" else sys.stdout)  # stdout keeps pure JSON with --json -
@@ -236,7 +262,7 @@ def run_and_report(adapter, *, spec, out_dir, json_file=None, seed=0, budget_sec
     if shard is not None:
         extra["shard"] = shard
     try:
-        with ProgressBar(getattr(adapter, "name", spec), budget_seconds) as bar:
+        with bar or ProgressBar(getattr(adapter, "name", spec), budget_seconds) as bar:
             report = run(adapter, seed=seed, budget_seconds=budget_seconds, alpha=alpha, scenarios=scenarios,
                          progress=bar.update, **extra)  # fmt: skip
     except KeyboardInterrupt:  # before the run's first call or after its last: nothing partial to report

@@ -12,6 +12,7 @@ import difflib
 import importlib
 import importlib.util
 import inspect
+import multiprocessing
 import os
 import re
 import sys
@@ -21,7 +22,7 @@ from .. import arguments
 from ..builtins import BY_NAME, listing
 from ..errors import UsageError
 from ..extras import TORCH, require
-from .load_guard import load_guarded
+from .load_guard import Deferred, load_guarded, rehearse
 
 CHAIN_ARGS = ("target_probs", "draft_probs", "draft_tokens", "generator")
 TREE_ARGS = ("target_probs", "draft_probs", "draft_tokens", "parents", "generator")
@@ -45,10 +46,19 @@ def list_builtins() -> str:
 # --- resolving IMPL ------------------------------------------------------------------------------------------------
 
 
-def resolve(spec: str, tree: bool = False):
+def resolve(spec: str, tree: bool = False, before_load=None):
     """(Adapter, report-folder label) for IMPL; raises UsageError with a clear message. tree: IMPL is a tree
-    verifier (also detected for the tree built-ins and for objects declaring kind='tree')."""
+    verifier (also detected for the tree built-ins and for objects declaring kind='tree'). before_load(kind), when
+    given, is called with the subject's declared kind ('kernel', 'tree', 'pipeline') before anything costly loads
+    (a pipeline's models, a built-in's engine): the CLI refuses options the kind cannot take there.
+
+    The module of a `module:attr` or `file.py:attr` IMPL is imported in a forked child, which checks it and sends
+    back its declaration (`_declare`); the adapter built here calls it through a `Deferred`, so the module is
+    imported only in the worker that runs the calls. Pipelines, adapters that run in this process (CUDA; no fork;
+    SPECREF_CALL_MODE=thread) and declarations that do not travel are loaded here, guarded, after the rehearsal."""
     if spec in BY_NAME:
+        if before_load is not None:
+            before_load(BY_NAME[spec].kind)
         return _builtin(spec, tree), spec
     if ":" not in spec:
         close = difflib.get_close_matches(spec, BY_NAME, n=3)
@@ -61,19 +71,21 @@ def resolve(spec: str, tree: bool = False):
     if where.endswith(".py") or os.sep in where:
         _check_file(where)  # before the rehearsal: a missing file needs no child process
     _share_torch(where)
-    obj = load_guarded(spec, lambda: _subject(spec, where, attr))
+    facts = rehearse(spec, lambda: _declare(spec, where, attr, tree))
     stem = Path(where).stem if where.endswith(".py") else where.rsplit(".", 1)[-1]
     label = f"{stem}.{attr}"
+    if before_load is not None and facts is not None:
+        before_load(facts["kind"])
+    obj = _stand_in(spec, facts, lambda: _subject(spec, where, attr)) if facts is not None else None
+    if obj is None:
+        obj = load_guarded(spec, lambda: _subject(spec, where, attr), rehearsed=True)
+        if before_load is not None and facts is None:
+            before_load(getattr(obj, "kind", None))
     if getattr(obj, "kind", None) == "pipeline" and not hasattr(obj, "verify"):  # whole pipelines: run() knows them
         return obj, _safe(getattr(obj, "name", label))
     tree = tree or getattr(obj, "kind", None) == "tree"
     sampling = getattr(obj, "kind", None) == "sampling"
-    if inspect.isclass(obj) and not _is_adapter_class(obj):
-        raise UsageError(f"IMPL={spec!r} is a class; point at a verify function or an adapter instance (e.g. "
-                         f"{attr} = {obj.__name__}(...) in {where})")  # fmt: skip
-    _check_signature(
-        getattr(obj, "verify", obj), spec, SAMPLING_ARGS if sampling else TREE_ARGS if tree else CHAIN_ARGS
-    )
+    _check_loaded(obj, spec, where, attr, _expected_args(getattr(obj, "kind", None), tree))
     require(f"IMPL={spec!r}", *BY_NAME["reference"].requirements)  # torch, before the adapters import it
     from .chain.adapters import as_adapter
     from .sampling.adapters import as_sampling_adapter
@@ -86,6 +98,106 @@ def resolve(spec: str, tree: bool = False):
     if adapter.name in (*_GENERIC_NAMES, attr, attr.rsplit(".", 1)[-1]):  # name the subject by module:attr
         adapter = dataclasses.replace(adapter, name=label)
     return adapter, _safe(adapter.name)
+
+
+def _expected_args(kind, tree: bool) -> tuple[str, ...]:
+    """The verify arguments the subject's contract passes."""
+    return SAMPLING_ARGS if kind == "sampling" else TREE_ARGS if tree else CHAIN_ARGS
+
+
+def _check_loaded(obj, spec: str, where: str, attr: str, expected: tuple[str, ...]) -> None:
+    """A class, or a callable of the wrong signature, is a usage error naming what to point IMPL at instead."""
+    if inspect.isclass(obj) and not _is_adapter_class(obj):
+        raise UsageError(f"IMPL={spec!r} is a class; point at a verify function or an adapter instance (e.g. "
+                         f"{attr} = {obj.__name__}(...) in {where})")  # fmt: skip
+    if not isinstance(obj, (Deferred, _Declared)):  # a stand-in was checked where the module was imported
+        _check_signature(getattr(obj, "verify", obj), spec, expected)
+
+
+# --- the subject's declaration, read in the rehearsal's child -------------------------------------------------------
+
+#: The adapter classes a declaration rebuilds from their fields (exactly these: a subclass is loaded here instead).
+_ADAPTER_CLASSES = {"Adapter": "chain.adapters", "TreeAdapter": "tree.adapters"}
+
+
+class _Declared:
+    """An object with `verify` as the subject declared it: its picklable attributes, and a Deferred for verify."""
+
+
+def _declare(spec: str, where: str, attr: str, tree: bool) -> dict:
+    """In the rehearsal's child: the subject imported and checked (class, signature), then what an adapter is built
+    from (its kind, shape, attributes; the real verify's module, qualname and file), picklable."""
+    from .engine.fingerprint import _callable_of, _source_file
+
+    obj = _subject(spec, where, attr)
+    kind = getattr(obj, "kind", None)
+    facts = {"kind": kind if isinstance(kind, str) else None, "shape": "other"}
+    if facts["kind"] == "pipeline" and not hasattr(obj, "verify"):
+        return facts
+    tree = tree or facts["kind"] == "tree"
+    _check_loaded(obj, spec, where, attr, _expected_args(facts["kind"], tree))
+    target = _callable_of(obj)
+    facts.update(module=getattr(target, "__module__", None), qualname=getattr(target, "__qualname__", None),
+                 name=getattr(target, "__name__", None), source_file=_source_file(target))  # fmt: skip
+    verify = getattr(obj, "verify", None)
+    cls = type(obj)
+    if cls.__name__ in _ADAPTER_CLASSES and cls.__module__ == f"{__package__}.{_ADAPTER_CLASSES[cls.__name__]}":
+        fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if f.name != "verify"}
+        facts.update(shape=cls.__name__, fields=fields)
+    elif callable(verify) and not inspect.isclass(obj):
+        facts.update(shape="object", type_name=cls.__name__, fields=_picklable_attributes(obj))
+    elif callable(obj) and not inspect.isclass(obj):
+        facts.update(shape="function", name=getattr(obj, "__name__", None))
+    return facts
+
+
+def _picklable_attributes(obj) -> dict:
+    """The public data attributes of obj that pickle (its declared capabilities among them)."""
+    import pickle
+
+    found = {}
+    for name in dir(obj):
+        if name.startswith("_") or name == "verify":
+            continue
+        try:
+            value = getattr(obj, name)
+            if not callable(value):
+                pickle.dumps(value)
+                found[name] = value
+        except Exception:  # noqa: BLE001 -- a property that raises, a value that does not pickle: not declared here
+            continue
+    return found
+
+
+def _stand_in(spec: str, facts: dict, load):
+    """The subject rebuilt from its declaration around a Deferred verify, or None where it must load here."""
+    if facts["shape"] == "other" or _in_this_process(facts):
+        return None
+
+    def load_verify():
+        obj = load()
+        return obj if facts["shape"] == "function" else obj.verify
+
+    verify = Deferred(load_verify, module=facts["module"], qualname=facts["qualname"], name=facts["name"],
+                      source_file=facts["source_file"])  # fmt: skip
+    if facts["shape"] == "function":
+        return verify
+    if facts["shape"] == "object":
+        stand_in = type(facts["type_name"], (_Declared,), {})()
+        vars(stand_in).update(facts["fields"], verify=verify)
+        return stand_in
+    require(f"IMPL={spec!r}", *BY_NAME["reference"].requirements)
+    module = importlib.import_module(f"{__package__}.{_ADAPTER_CLASSES[facts['shape']]}")
+    return getattr(module, facts["shape"])(verify=verify, **facts["fields"])
+
+
+def _in_this_process(facts: dict) -> bool:
+    """Whether the subject loads in specref's own process: its calls run here (engine/calls.call_mode: CUDA,
+    SPECREF_CALL_MODE=thread), it is a pipeline, or a sampling subject (its `law` declaration is a callable, which
+    the declaration does not carry)."""
+    device = str(facts.get("fields", {}).get("device", "cpu"))
+    thread = os.environ.get("SPECREF_CALL_MODE") == "thread" or "fork" not in multiprocessing.get_all_start_methods()
+    return thread or facts["kind"] in ("pipeline", "sampling") or not device.startswith("cpu")
 
 
 def _subject(spec: str, where: str, attr: str):

@@ -15,7 +15,7 @@ import torch
 
 from ...errors import AdapterFailure
 from ..engine import callform
-from ..engine.callform import CallForm
+from ..engine.callform import CallForm, as_numpy
 
 
 def _chain_fields(batch, declared: dict) -> dict:
@@ -60,7 +60,7 @@ def _chain_read(out, job: dict):
         raise AdapterFailure("malformed", f"returned shape {tuple(out.shape)}, expected {expected}")
     if out.dtype != torch.int64:
         raise AdapterFailure("malformed", f"returned dtype {out.dtype}, expected torch.int64")
-    return out.detach().cpu().numpy().copy()
+    return as_numpy(out)
 
 
 #: The chain kernel's call: verify(target, draft, draft_tokens, generator, [num_draft=], [uniforms=]) -> [B, g+1].

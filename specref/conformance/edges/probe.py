@@ -48,6 +48,7 @@ from ...forced import FORCEABLE, GIVEN, event_probability, forced_state
 from ...stats import CheckResult
 from ...stats import not_tested as _not_tested
 from ..engine.calls import AdapterFailure, Caller
+from ..engine.failure_words import defect_words
 from ..engine.passes import derive_seed
 from ..engine.registry import EDGE, LAW
 from ..engine.results import t0_result
@@ -234,7 +235,7 @@ def _probe_batch(caller, design: ProbeDesign, probe: EdgeProbe, batch_name: str,
         own_rngs = [rng for rng in rngs if rng != GIVEN]
         reached = f"; reached through {', '.join(own_rngs)}, started forced during the call" if own_rngs else ""
         probe.summary["edges"][key] = {
-            "words": words + reached + (f"; at {sites[0]}" if sites else ""),
+            "words": words + reached + (f"; at {sites[0]}" + defect_words(f"at {sites[0]}") if sites else ""),
             "batch": batch_name,
             "output": witness,
             "row": rows[0],

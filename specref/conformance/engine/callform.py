@@ -17,6 +17,19 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ...errors import AdapterFailure
+
+
+def as_numpy(out: torch.Tensor, what: str = "returned") -> np.ndarray:
+    """A returned tensor's values as a numpy copy; a tensor without readable values (meta: no data; sparse or other
+    non-strided layouts) is the adapter's malformed output (AdapterFailure), not an error of the harness."""
+    if out.device.type == "meta":
+        raise AdapterFailure("malformed", f"{what} a meta tensor (a shape without data), expected a dense tensor")
+    if out.layout != torch.strided:
+        raise AdapterFailure("malformed", f"{what} a {str(out.layout).replace('torch.', '')} tensor, expected a dense "
+                             "(strided) one; call .to_dense() first")  # fmt: skip
+    return out.detach().cpu().numpy().copy()
+
 
 def _broadcast(array: np.ndarray) -> bool:
     """A context-free [B, n, V] view of one row (scenarios.py): cast and ship one row only."""
@@ -117,4 +130,4 @@ def _arguments(job: dict) -> tuple[tuple, dict]:
     return args, kwargs
 
 
-__all__ = ["CallForm", "call_inputs"]
+__all__ = ["CallForm", "as_numpy", "call_inputs"]

@@ -347,6 +347,7 @@ def _serve(conn, verify, dump) -> None:
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)  # a process group of its own: the subprocesses the adapter starts end with the worker
     faulthandler.register(signal.SIGUSR1, file=dump, all_threads=True)
+    getattr(verify, "load_now", lambda: None)()  # a Deferred subject (load_guard.py) is imported here, and only here
 
     def loop():
         while True:

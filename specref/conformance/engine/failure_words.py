@@ -3,6 +3,8 @@ class the failure fits, with its fix."""
 
 from __future__ import annotations
 
+import re
+
 _SAID = ("scenario", "chunk", "row", "output", "draft_tokens", "position", "token", "p", "q", "drafted", "p_drafted",
          "q_drafted")  # fmt: skip
 
@@ -25,9 +27,13 @@ def example_words(e: dict) -> str:
 
 
 def defect_words(edge: str) -> str:
-    """The known defect class a rare edge's line fits, with its fix."""
+    """The known defect class a rare edge's line fits, with its fix (for a located line `at path:N: code` of a
+    non-strict comparison, that line made strict)."""
     if "<=" in edge or ">=" in edge:
-        return " (known defect class: a non-strict accept test; use `u < p/q`)"
+        site = re.search(r"at (\S+:\d+): (.*?)(?:;|$)", edge)
+        code = site.group(2).strip() if site else ""
+        here = f"; at {site.group(1)}: `{code.replace('<=', '<').replace('>=', '>')}`" if "=" in code[:-1] else ""
+        return f" (known defect class: a non-strict accept test; use `u < p/q`{here})"
     if "searchsorted" in edge:
         return " (known defect class: a left-side inverse CDF; search with side='right' over the cumulative weights)"
     return ""

@@ -14,8 +14,6 @@ import inspect
 import json
 import sys
 
-import torch
-
 from ... import __version__
 
 
@@ -35,6 +33,9 @@ def _callable_of(subject):
 
 
 def _source_file(target) -> str | None:
+    declared = getattr(target, "__specref_source__", None)  # a subject imported in the worker only (load_guard.py)
+    if declared is not None:
+        return declared
     for get in (inspect.getsourcefile, inspect.getfile):
         try:
             return get(target)
@@ -50,6 +51,8 @@ def _sha(data: bytes) -> str:
 
 def fingerprint(subject, declaration: dict) -> dict:
     """{module, file, source_sha256, declaration_sha256, torch, specref, digest}; digest covers all but file."""
+    import torch  # here: the rehearsal's child reads _callable_of and _source_file without torch
+
     target = _callable_of(subject)
     file = _source_file(target)
     try:

@@ -16,6 +16,9 @@ def describe_error(error: BaseException) -> str:
 
 
 def _source_file(verify) -> str | None:
+    declared = getattr(verify, "__specref_source__", None)  # a subject imported in the worker only (load_guard.py)
+    if declared is not None:
+        return os.path.abspath(declared)
     try:
         return os.path.abspath(inspect.getsourcefile(inspect.unwrap(getattr(verify, "__func__", verify))))
     except (TypeError, ValueError):

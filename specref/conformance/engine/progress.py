@@ -17,7 +17,7 @@ class ProgressBar:
         self.lines, self.began = not sys.stderr.isatty(), time.perf_counter()
 
     def __enter__(self) -> ProgressBar:
-        if not self.lines:
+        if not self.lines and self.bar is None:  # entered once: the CLI shows it before the subject loads
             try:
                 from tqdm import tqdm
             except ImportError:
@@ -27,6 +27,11 @@ class ProgressBar:
             width = shutil.get_terminal_size((100, 20)).columns  # falls back when the terminal reports 0 columns
             self.bar = tqdm(total=100, desc=self.name, file=sys.stderr, leave=False, bar_format=layout, ncols=width)
         return self
+
+    def loading(self, what: str) -> None:
+        """Say on the bar what is loading (before the run's first progress); nothing without a terminal."""
+        if self.bar is not None:
+            self.bar.set_description_str(f"{self.name}: {what}")
 
     def update(self, message: str, fraction: float) -> None:
         if self.lines and not message.startswith("probe ") and message != "done":

@@ -440,7 +440,8 @@ def _cause_line(tier: str, group: list[CheckResult]) -> str:
                 f"{r.statistic:.4g}, n={r.n:,}")  # fmt: skip
     head = f"FAIL {r.id.kind}[{_where(group)}]"
     if r.details.get("edge"):  # a rare edge the forced probe named (edges/probe.py)
-        return f"{head}: {r.details['edge']}" + defect_words(r.details["edge"])
+        edge = r.details["edge"]  # the probe's words carry the fix where it located the line
+        return f"{head}: {edge}" + ("" if "known defect class" in edge else defect_words(edge))
     if r.details.get("error"):
         return f"{head}: {r.details['error']}" + (f" (in {r.id.scenario}; the same in each)" if len(group) > 1 else "")
     violations = sum(0 if math.isnan(c.statistic) else int(c.statistic) for c in group)

@@ -29,7 +29,7 @@ from ...stats.record import CheckId
 from ..chain.adapters import Adapter
 from ..edges.probe import not_shown
 from ..engine import registry
-from ..engine.callform import CallForm
+from ..engine.callform import CallForm, as_numpy
 from ..engine.calls import AdapterFailure
 from ..engine.contract import Contract
 from ..engine.counts import Counts
@@ -154,7 +154,7 @@ def _read(out, job: dict) -> np.ndarray:
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (rows, N_NEW):
         raise AdapterFailure("malformed", f"generate returned {type(out).__name__} of shape "
                              f"{tuple(getattr(out, 'shape', ()))}, expected [{rows}, {N_NEW}]")  # fmt: skip
-    return out.detach().cpu().long().numpy().copy()
+    return as_numpy(out, "generate returned").astype(np.int64)
 
 
 #: The pipeline's call: generate(prompts [B, T], n_new, seed) -> [B, n_new].

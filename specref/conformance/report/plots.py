@@ -31,42 +31,51 @@ def write_plots(record: dict, out: Path) -> dict[str, Path]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
 
     paths = {}
-    checked = {c["name"] for c in record["checks"]}
     for kind, filename in PLOT_FILES.items():
-        # a panel only where its law is the one a check tests (not, e.g., for rows sharing one fixed draft)
-        panels = [
-            (name, series[kind])
-            for name, series in record["plots"].items()
-            if kind in series and any(str(CheckId(check, name)) in checked for check in plot_checks(kind))
-        ]
-        panels = panels[:PLOT_MAX_PANELS]
-        if not panels:
+        fig = figure(record, kind)
+        if fig is None:
             continue
-        cols = min(4, len(panels))
-        rows = math.ceil(len(panels) / cols)
-        fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 0.6 + 2.8 * rows), squeeze=False)
-        for ax, (name, data) in zip(axes.flat, panels, strict=False):
-            if kind == "reject":
-                _reject_panel(ax, data)
-            else:
-                _law_panel(ax, data, "token" if kind == "first" else "accepted drafts")
-            ax.set_title(name, fontsize=9)
-            ax.tick_params(labelsize=7)
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        for ax in list(axes.flat)[len(panels) :]:
-            ax.axis("off")
-        title = {"first": "first emitted token: observed vs p_1", "length": "accepted drafts per cycle: observed vs "
-                 "law", "reject": "reject rate by position vs Z"}[kind]  # fmt: skip
-        fig.suptitle(f"{record['impl']}: {title} (bands: +-{BAND_Z} sd)", fontsize=11)
-        fig.subplots_adjust(left=0.05, right=0.98, bottom=0.08, top=0.9, wspace=0.25, hspace=0.5)
         path = out / filename
         fig.savefig(path, dpi=80)
         plt.close(fig)
         paths[f"png_{kind}"] = path
     return paths
+
+
+def figure(record: dict, kind: str):
+    """One plot group's grid as a matplotlib Figure (None when no scenario has a panel), laid out by matplotlib's
+    constrained layout: the figure title above the panels' titles, tick and axis labels inside the figure."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    checked = {c["name"] for c in record["checks"]}
+    # a panel only where its law is the one a check tests (not, e.g., for rows sharing one fixed draft)
+    panels = [
+        (name, series[kind])
+        for name, series in record["plots"].items()
+        if kind in series and any(str(CheckId(check, name)) in checked for check in plot_checks(kind))
+    ][:PLOT_MAX_PANELS]
+    if not panels:
+        return None
+    cols = min(4, len(panels))
+    rows = math.ceil(len(panels) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 0.8 + 2.8 * rows), squeeze=False, layout="constrained")
+    for ax, (name, data) in zip(axes.flat, panels, strict=False):
+        if kind == "reject":
+            _reject_panel(ax, data)
+        else:
+            _law_panel(ax, data, "token" if kind == "first" else "accepted drafts")
+        ax.set_title(name, fontsize=9)
+        ax.tick_params(labelsize=7)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.axis("off")
+    title = {"first": "first emitted token: observed vs p_1", "length": "accepted drafts per cycle: observed vs law",
+             "reject": "reject rate by position vs Z"}[kind]  # fmt: skip
+    fig.suptitle(f"{record['impl']}: {title} (bands: +-{BAND_Z} sd)", fontsize=11)
+    return fig
 
 
 def _law_panel(ax, data: dict, xlabel: str) -> None:

@@ -20,7 +20,7 @@ from ...stats import CheckResult
 from ..chain.contract import adapter_from_record
 from ..chain.probe import DESIGN as CHAIN_DESIGN
 from ..edges.probe import edge_probe
-from ..engine.callform import CallForm, call_inputs
+from ..engine.callform import CallForm, as_numpy, call_inputs
 from ..engine.calls import AdapterFailure
 from ..engine.contract import Contract
 from ..engine.passes import derive_seed
@@ -75,7 +75,7 @@ def _read(out, job: dict) -> tuple[np.ndarray, np.ndarray | None]:
         if value.shape[1] > most or (what == "tokens" and value.shape[1] < 1):
             raise AdapterFailure("malformed", f"{what}: returned {value.shape[1]} columns, expected 1..{most}")
         full = np.full((rows, most), -1, dtype=np.int64)
-        full[:, : value.shape[1]] = value.detach().cpu().numpy()
+        full[:, : value.shape[1]] = as_numpy(value, f"{what}: returned")
         padded.append(full)
     return padded[0], padded[1]
 
