@@ -35,7 +35,7 @@ def _tree_batch(device, rule, batch, num_nodes, vocab_size, seed, dtype=torch.fl
 
 
 @pytest.mark.parametrize("vocab_size", [7, 257, pytest.param(8193, marks=pytest.mark.slow)])
-@pytest.mark.parametrize("rule", tree.RULES)
+@pytest.mark.parametrize("rule", batched_tree.RULES)
 def test_tree_engine_couples_with_reference_on_device(device, rule, vocab_size):
     """float64 on the device; on CUDA partial sums come from a parallel scan, so a tie within ~1e-16 of a threshold
     could in principle differ from the sequential reference (odds ~V * 1e-16 per draw)."""
@@ -79,7 +79,7 @@ def test_block_engine_couples_with_reference_on_device(device, vocab_size):
         assert tokens[b, : len(expected)].tolist() == expected, b
 
 
-@pytest.mark.parametrize("rule", tree.RULES)
+@pytest.mark.parametrize("rule", batched_tree.RULES)
 def test_seeded_and_row_independent(device, rule):
     batch = 128 if device.type == "cuda" else 48
     inputs = _tree_batch(device, rule, batch, 10, 300, seed=3, dtype=torch.float32)
@@ -98,7 +98,7 @@ def test_seeded_and_row_independent(device, rule):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
-@pytest.mark.parametrize("rule", tree.RULES)
+@pytest.mark.parametrize("rule", batched_tree.RULES)
 def test_low_precision_large_vocab_emits_possible_tokens(device, rule, dtype):
     """Odd ids have target probability 0: no rule may emit one, whatever the dtype."""
     vocab_size = 151936 if device.type == "cuda" else 4099
@@ -115,7 +115,7 @@ def test_low_precision_large_vocab_emits_possible_tokens(device, rule, dtype):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("rule", tree.RULES)
+@pytest.mark.parametrize("rule", batched_tree.RULES)
 def test_eagle_like_tree_of_the_benchmark(device, rule):
     """B = 64, 60 nodes, depth 6, V = 32000, fp32: accepted nodes form root-to-node paths whose tokens are emitted."""
     from specref.batched.bench_tree import RULE_SCHEME, make_tree_inputs

@@ -65,7 +65,7 @@ def _unpad(row):
     return [t for t in row.tolist() if t >= 0]
 
 
-CASES = [(rule, scheme) for rule in tree.RULES for scheme in ("iid", "without_replacement", "topk")
+CASES = [(rule, scheme) for rule in batched_tree.RULES for scheme in ("iid", "without_replacement", "topk")
          if rule != "rsd" or scheme == "without_replacement"]  # fmt: skip
 
 
@@ -222,7 +222,7 @@ def test_two_level_draw_of_low_precision_weights_follows_the_convention():
             assert int(drawn[b]) == inverse_cdf(weights[b].double().tolist(), float(u[b])), b
 
 
-@pytest.mark.parametrize("rule", tree.RULES)
+@pytest.mark.parametrize("rule", batched_tree.RULES)
 def test_roots_alone_and_all_padding_rows(walk, rule):
     """N = 0, and rows whose nodes are all padding: one token, drawn from the root's target row."""
     gen = torch.Generator().manual_seed(8)
@@ -318,3 +318,11 @@ def test_mss_residual_after_k_rejections_of_one_q_is_a_scaled_clamp_exactly():
             r = [w / sum(weights) for w in weights]
             c += m
             m = sum(max(p_y - c * q_y, 0) for p_y, q_y in zip(p, q))
+
+
+@pytest.mark.parametrize("rule", sorted(set(tree.RULES) - set(batched_tree.RULES)))
+def test_rules_the_batched_engine_does_not_run_are_refused_by_name(rule):
+    target_probs = torch.full((1, 2, 3), 1 / 3)
+    with pytest.raises(ValueError, match=f"rule='{rule}'"):
+        batched_tree.verify_tree(target_probs, target_probs[:, 1:], torch.zeros(1, 1, dtype=torch.int64),
+                                 torch.zeros(1, 1, dtype=torch.int64), torch.Generator(), rule=rule)  # fmt: skip

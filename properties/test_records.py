@@ -16,6 +16,7 @@ from specref.conformance import run, shards
 from specref.conformance.chain.adapters import batched_adapter
 from specref.conformance.chain.scenarios import get
 from specref.conformance.chain.tally import Tally
+from specref.conformance.contracts import every_kind
 from specref.conformance.engine import registry
 from specref.conformance.engine.report import counts_line
 from specref.conformance.report.render import render_markdown
@@ -25,6 +26,9 @@ from specref.stats.record import STATUSES, CheckId
 
 pytestmark = pytest.mark.exact
 pytest_plugins = ["pytester"]
+# Every contract's kinds declared before pytester snapshots sys.modules: the modules a test imports are dropped at its
+# teardown while the registry keeps their kinds, and a second import would declare them again.
+every_kind()
 
 ALPHA = 1e-9
 COUNTS = re.compile(r"(\d+) passed, (\d+) failed, (\d+) not run, (\d+) not tested")
@@ -67,6 +71,7 @@ def test_counts_agree_across_summary_report_md_report_json_the_pytest_plugin_and
     assert _counts(report.summary()) == counts
     markdown = render_markdown({**record, "spec": "half_broken.py:verify", "files": []})
     assert _counts(markdown) == counts
+    monkeypatch.setattr("specref.demo.WIDTH", 400)  # one line a row: the counts read whole (test_demo holds 100)
     demo = side_by_side((report, {"md": "a.md"}), (report, {"md": "b.md"}), out=pytester.path)
     checks_row = next(line for line in demo.splitlines() if line.startswith("checks"))
     assert [dict(zip(STATUSES, map(int, m))) for m in COUNTS.findall(checks_row)] == [counts, counts]

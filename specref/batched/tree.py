@@ -44,6 +44,9 @@ def verify_tree(
     return_nodes: bool = False,
 ):
     """Verify B draft trees by `rule`; return tokens [B, D+1] (and the accepted nodes [B, D] if return_nodes)."""
+    if rule not in RULES:
+        raise ValueError(f"rule={rule!r}: the batched tree engine runs {', '.join(RULES)}; "
+                         "specref.reference.tree runs the others")  # fmt: skip
     if validate:
         check_tree(target_probs, draft_probs, draft_tokens, parents, uniforms, rule)
     batch, num_nodes = parents.shape
@@ -87,6 +90,8 @@ def inverse_cdf(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
 
 
 #: Tokens per block of the two-level draw of non-float64 weights.
+#: The rules this engine runs (K-SEQ and traversal read the whole tree first: the reference runs them, this does not).
+RULES = ("mss", "rsd", "target_only", "sample_match")
 BLOCK = 256
 
 
