@@ -77,6 +77,12 @@ class Sizing:
     budget_seconds: float
     rows: int | dict[str, int] | None = None
     owns: Callable[[int], bool] = lambda unit: True
+    allocated: bool = False  # rows allocated from a timed warm-up (plan_rows.py): chunk 0 is not counted
+    probe_seconds: float | None = None  # the rare-edge probe's slice when allocated (else PROBE_SHARE of the left)
+    #: when allocated: before(s, left) fixes scenario s's N just before its main pass, from the time left and the
+    #: speed measured so far (never from an outcome of s); order(s) sorts the main pass (cheapest first)
+    before: Callable | None = None
+    order: Callable | None = None
 
     def fixed(self, s: Scenario) -> int | None:
         return self.rows.get(s.name) if isinstance(self.rows, dict) else self.rows
@@ -98,6 +104,7 @@ class Calls:
     finished: set[str] = field(default_factory=set)  # the scenarios whose main pass ended
     cut: dict[str, int] = field(default_factory=dict)  # scenario -> its fixed rows, when the budget cut it short
     first_rows: dict[str, int] = field(default_factory=dict)  # scenario -> rows of its probe-pass call (chunk 0)
+    warmup: dict[str, float] = field(default_factory=dict)  # scenario -> wall seconds per row of its chunk-0 call
 
     @classmethod
     def start(cls, plan: list[Scenario], seed: int, tally: Callable) -> Calls:
@@ -128,12 +135,18 @@ def probe_pass(caller: Caller, plan: list[Scenario], calls: Calls, seed: int, cl
     for i, s in enumerate(plan):
         if owns(0):
             rows = first_call_rows(s, sizing.fixed(s) if sizing is not None else None)
+            if sizing is not None and sizing.allocated:  # timed at the main pass's call size: its cost per row
+                rows = s.rows_per_call
             if sizing is not None and sizing.fixed(s) is None and math.isfinite(clock.deadline):
                 share = PROBE_PASS_SHARE * max(0.0, clock.left() - _reserve(caller, sizing.budget_seconds))
                 rows = _rows_for(caller, s, rows, share / (len(plan) - i))
-            calls.first_rows[s.name] = rows
+            warm = sizing is not None and sizing.allocated  # a warm-up: timed, its outputs not counted
+            calls.first_rows[s.name] = 0 if warm else rows
             try:
-                feed(caller, s, calls, rows, 0, seed=seed, clock=clock)
+                for _ in range(2 if warm and i == 0 else 1):  # the run's first call also pays the start-up
+                    begun = time.perf_counter()
+                    feed(caller, s, calls, rows, 0, seed=seed, clock=clock, warm=warm)
+                    calls.warmup[s.name] = (time.perf_counter() - begun) / max(rows, 1)
             except AdapterFailure as failure:
                 if calls.halted(s, failure):
                     return
@@ -148,10 +161,13 @@ def main_pass(caller: Caller, plan: list[Scenario], calls: Calls, seed: int, siz
     Without a budget (fixed rows, no time cap) every scenario gets its fixed rows.
     """
     reserve = _reserve(caller, sizing.budget_seconds) if math.isfinite(clock.deadline) else 0.0
-    todo = sorted((s for s in plan if s.name not in calls.broken), key=lambda s: not s.probe)  # the probe first
-    for i, s in enumerate(todo):
+    todo = sorted((s for s in plan if s.name not in calls.broken), key=sizing.order or (lambda s: not s.probe))
+    for i, s in enumerate(todo):  # the probe first
+        if sizing.before is not None:
+            sizing.before(s, todo[i:])
         left = max(0.0, clock.left() - reserve)
-        slice_end = time.perf_counter() + (PROBE_SHARE * left if s.probe else left / (len(todo) - i))
+        probe_slice = PROBE_SHARE * left if sizing.probe_seconds is None else min(sizing.probe_seconds, left)
+        slice_end = time.perf_counter() + (probe_slice if s.probe else left / (len(todo) - i))
         fixed = sizing.fixed(s)
         if fixed is not None:
             slice_end = clock.deadline - reserve
@@ -248,14 +264,16 @@ def record(log: list, adapter, s: Scenario, rows: int, seed: int, chunk, generat
 
 
 def feed(caller: Caller, s: Scenario, calls: Calls, rows: int, chunk, start_states=None, *, seed: int,
-         clock: Clock) -> tuple:  # fmt: skip
+         clock: Clock, warm: bool = False) -> tuple:  # fmt: skip
     """One call on chunk `chunk` of scenario s, T0-checked and counted into its tally: (batch, the emitted tokens
-    [B, width], the probabilities as seen, the [B] rows that passed the rule-free T0 checks)."""
+    [B, width], the probabilities as seen, the [B] rows that passed the rule-free T0 checks). warm: a warm-up call,
+    counted into a tally of its own that is dropped (its outputs never reach a check; its time sizes the run)."""
     contract = caller.contract
-    tally = calls.tallies[s.name]
+    tally = contract.tally(caller.adapter, s, seed) if warm else calls.tallies[s.name]
     batch = contract.inputs(caller.adapter, s, rows, seed, chunk, start_states)
     generator_seed = derive_seed(contract.seed_key, seed, s.name, chunk)
-    where = record(calls.fed[s.name], caller.adapter, s, rows, seed, chunk, generator_seed, start_states)
+    where = record([] if warm else calls.fed[s.name], caller.adapter, s, rows, seed, chunk, generator_seed,
+                   start_states)  # fmt: skip
     out, seen, seconds = caller(batch, generator_seed, where=where)
     good = tally.add(batch, out, seen, where)
     tally.seconds += seconds
