@@ -95,7 +95,7 @@ def resolution_of(checks: list[dict]) -> float | None:
     return max(values) if values else None
 
 
-def resolution_words(verdict: str, resolution: float | None, counts: dict[str, int]) -> str:
+def resolution_words(verdict: str, resolution: float | None, counts: dict[str, int], upper: bool = False) -> str:
     """The verdict with what it rules out: "conforming: no deviation above TV x in any law check (power 0.999)"."""
     if resolution is None:
         said = "no law check passed, so no deviation of the output law is ruled out"
@@ -104,8 +104,10 @@ def resolution_words(verdict: str, resolution: float | None, counts: dict[str, i
     uninformative = counts.get("uninformative", 0)
     if uninformative:
         said += f"; {uninformative} check(s) uninformative at this N, not counted as passed"
-    return f"{verdict}: {said}" if verdict in (CONFORMING,) or verdict.startswith("lossless") else \
-        f"{verdict} (resolution of the passed law checks: {said})"  # fmt: skip
+    shown = verdict.upper() if upper else verdict
+    if verdict == CONFORMING or verdict.startswith("lossless"):
+        return f"{shown}: {said}"
+    return f"{shown} (resolution of the passed law checks: {said})"
 
 
 @dataclass
@@ -239,7 +241,7 @@ class Report:
     def summary(self) -> str:
         counts = self.counts()
         lines = [
-            f"{self.adapter.name}: {self.verdict_line()}",
+            f"{self.adapter.name}: {resolution_words(self.verdict, self.resolution, counts, upper=True)}",
             f"  {counts_line(counts)}; {sum(s['rows'] for s in self.scenarios.values()):,} rows in "
             f"{self.wall_seconds:.0f} s; family-wise alpha {self.alpha:g} (Holm; each power statement at its "
             "check's Bonferroni alpha)",
