@@ -134,19 +134,22 @@ def probe_pass(caller: Caller, plan: list[Scenario], calls: Calls, seed: int, cl
     of PROBE_PASS_SHARE of the time left (a row loop at V = 151,936 on a loaded machine: seconds a row)."""
     for i, s in enumerate(plan):
         if owns(0):
-            rows = first_call_rows(s, sizing.fixed(s) if sizing is not None else None)
-            if sizing is not None and sizing.allocated:  # timed at the main pass's call size: its cost per row
-                rows = s.rows_per_call
-            if sizing is not None and sizing.fixed(s) is None and math.isfinite(clock.deadline):
-                share = PROBE_PASS_SHARE * max(0.0, clock.left() - _reserve(caller, sizing.budget_seconds))
-                rows = _rows_for(caller, s, rows, share / (len(plan) - i))
             warm = sizing is not None and sizing.allocated  # a warm-up: timed, its outputs not counted
-            calls.first_rows[s.name] = 0 if warm else rows
+            calls.first_rows[s.name] = 0
             try:
-                for _ in range(2 if warm and i == 0 else 1):  # the run's first call also pays the start-up
+                # a warm-up is timed at the main pass's call size (its cost per row), once a rate is known to bound
+                # it: the run's first call (no rate yet, and the start-up to pay) is a small one before it
+                for size in [None] if not warm or caller.limits.row_rate else [first_call_rows(s), None]:
+                    rows = size or first_call_rows(s, sizing.fixed(s) if sizing is not None else None)
+                    if warm and size is None:
+                        rows = s.rows_per_call
+                    if sizing is not None and sizing.fixed(s) is None and math.isfinite(clock.deadline):
+                        share = PROBE_PASS_SHARE * max(0.0, clock.left() - _reserve(caller, sizing.budget_seconds))
+                        rows = _rows_for(caller, s, rows, share / (len(plan) - i))
                     begun = time.perf_counter()
                     feed(caller, s, calls, rows, 0, seed=seed, clock=clock, warm=warm)
                     calls.warmup[s.name] = (time.perf_counter() - begun) / max(rows, 1)
+                calls.first_rows[s.name] = 0 if warm else rows
             except AdapterFailure as failure:
                 if calls.halted(s, failure):
                     return
@@ -172,7 +175,7 @@ def main_pass(caller: Caller, plan: list[Scenario], calls: Calls, seed: int, siz
         if fixed is not None:
             slice_end = clock.deadline - reserve
         try:
-            _scenario_pass(caller, s, calls, seed, fixed, slice_end, clock, sizing.owns)
+            _scenario_pass(caller, s, calls, seed, fixed, slice_end, clock, sizing.owns, sizing.allocated)
         except AdapterFailure as failure:
             if calls.halted(s, failure):
                 return
@@ -181,8 +184,9 @@ def main_pass(caller: Caller, plan: list[Scenario], calls: Calls, seed: int, siz
 
 
 def _scenario_pass(caller, s: Scenario, calls: Calls, seed: int, fixed: int | None, slice_end: float, clock: Clock,
-                   owns) -> None:  # fmt: skip
-    """One scenario's main pass, up to its cap (the fixed N, or the rows that buy little more) or its slice."""
+                   owns, allocated: bool = False) -> None:  # fmt: skip
+    """One scenario's main pass, up to its cap (the fixed N, or the rows that buy little more) or its slice.
+    allocated: its warm-up was not counted, so its first call is made whenever the run's deadline is not past."""
     tally = calls.tallies[s.name]
     cap = fixed if fixed is not None else caller.contract.max_rows(s)
     if s.joint:
@@ -197,10 +201,14 @@ def _scenario_pass(caller, s: Scenario, calls: Calls, seed: int, fixed: int | No
     first = calls.first_rows.get(s.name, first_call_rows(s, fixed))
     begun, planned = time.perf_counter(), first  # rows of this scenario's chunks so far, in any shard
     chunk = 1
-    while planned < cap and time.perf_counter() < slice_end:
+    while planned < cap:
+        now = time.perf_counter()
+        if now >= slice_end and not (allocated and chunk == 1 and clock.left() > 0):
+            break
         rows_now = int(min(s.rows_per_call, cap - planned))
-        if fixed is None:  # sized by time: a call should end by the slice's end, at this scenario's measured rate
-            rows_now = _rows_in_time(caller, s, rows_now, slice_end)
+        if fixed is None or allocated:  # a call should end by the slice's end (the deadline, for a first call past
+            # it), at this scenario's measured rate; an allocated N is kept whatever the calls' sizes
+            rows_now = _rows_in_time(caller, s, rows_now, slice_end if now < slice_end else clock.deadline)
             if not rows_now:  # not one row fits in the slice's time left
                 break
         if owns(chunk):

@@ -127,6 +127,7 @@ class Report:
     natural_edge: dict = field(default_factory=dict)  # zero-probability tokens a named edge explains (_edge_explains)
     interrupted: str = ""  # why the run stopped before its end (SIGINT): the report is partial
     resolution_floor: float = RESOLUTION_FLOOR  # law checks detecting no less than this are uninformative
+    family_size: int = 0  # the planned T2 family Holm runs over (alpha / family_size: each check's Bonferroni alpha)
     sizing: dict = field(default_factory=dict)  # how N was chosen (plan_rows.py): mode, tv, expected seconds, rows
 
     def mark_interrupted(self, why: str) -> None:
@@ -148,6 +149,7 @@ class Report:
     def finish(self, budget: ErrorBudget, wall_seconds: float, family_size: int) -> None:
         """Holm over the T2 family of family_size planned checks (fixed before data: ErrorBudget.holm), then the
         verdict: contract, then law, then rule (plan.py)."""
+        self.family_size = family_size
         t2 = [i for i, r in enumerate(self.checks) if r.details.get("tier") == "T2"]
         for i, r in zip(t2, budget.holm([self.checks[i] for i in t2], family_size=family_size)):
             self.checks[i] = r
@@ -241,10 +243,10 @@ class Report:
     def summary(self) -> str:
         counts = self.counts()
         lines = [
-            f"{self.adapter.name}: {resolution_words(self.verdict, self.resolution, counts, upper=True)}",
-            f"  {counts_line(counts)}; {sum(s['rows'] for s in self.scenarios.values()):,} rows in "
-            f"{self.wall_seconds:.0f} s; family-wise alpha {self.alpha:g} (Holm; each power statement at its "
-            "check's Bonferroni alpha)",
+            f"{self.adapter.name}: {resolution_words(self.verdict, self.resolution, counts, upper=True)}  "
+            f"({counts_line(counts)}; {sum(s['rows'] for s in self.scenarios.values()):,} rows in "
+            f"{self.wall_seconds:.0f} s; family-wise alpha {self.alpha:g}, Holm; each power statement at its "
+            f"check's Bonferroni alpha {self.alpha:g} / {self.family_size})",
         ]
         if self.sizing.get("words"):
             lines.append(f"  sizing: {self.sizing['words']}")
