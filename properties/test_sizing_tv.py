@@ -159,11 +159,31 @@ def test_a_resolution_floor_of_one_counts_them_passed():
     assert report.counts()["uninformative"] == 0
     tv = report.resolution
     assert tv is not None and not math.isnan(tv)
-    assert report.summary().splitlines()[0].startswith(
-        f"{report.adapter.name}: CONFORMING: no deviation above TV {tv:.3g} in any law check (power 0.999)  ("
+    assert (
+        report.summary()
+        .splitlines()[0]
+        .startswith(
+            f"{report.adapter.name}: CONFORMING: no deviation above TV {tv:.3g} in any law check (power 0.999)  ("
+        )
     )
 
 
 def test_rows_for_tv_grows_as_one_over_tv_squared():
     demand = tv_demand("first_token_law[a]", 1.0, 1e-5, 10)
     assert 3.9 < rows_for_tv([demand], 0.05) / rows_for_tv([demand], 0.1) < 4.1
+
+
+def test_a_budget_too_small_for_tv_stops_before_the_main_pass_naming_both():
+    from specref.conformance.engine.plan_rows import BudgetTooSmall
+
+    with pytest.raises(BudgetTooSmall, match=r"tv=0.01: the rows that detect TV 0.01 .* the budget leaves"):
+        run(_batched(), tv=0.01, budget_seconds=5, scenarios=["cf_dense_g4"], alpha=ALPHA)
+
+
+def test_cost_per_row_reads_a_fixed_cost_per_call_apart():
+    from specref.conformance.engine.passes import _cost_per_row
+
+    # 0.1 s a call plus 1 ms a row: two calls of 8 and 64 rows; a 64-row main-pass call costs 1 ms + 0.1 / 64 a row
+    points = [(8, 0.1 + 8e-3), (64, 0.1 + 64e-3)]
+    assert _cost_per_row(points, 64) == pytest.approx(1e-3 + 0.1 / 64)
+    assert _cost_per_row(points[:1], 64) == pytest.approx((0.1 + 8e-3) / 8)  # one call: its own rate

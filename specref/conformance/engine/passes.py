@@ -33,8 +33,10 @@ MIN_CALL_ROWS, MIN_FIRST_ROWS, MIN_CALL_SECONDS = 64, 2, 0.25
 #: a machine that slows k-fold mid-slice (another job starts) overruns it by at most (k x CALL_SHARE - 1) of it, and
 #: the slow call re-rates the calls after it.
 CALL_SHARE = 0.5
-#: The most of the time left the probe pass may take, in equal shares per scenario left.
-PROBE_PASS_SHARE = 0.5
+#: The most of the time left the probe pass may take, in equal shares per scenario left (WARM_SHARE when its calls
+#: are warm-ups whose outputs are not counted: their time buys no evidence); a warm-up's first call has
+#: WARM_FIRST_ROWS rows, and it stops doubling once a call takes WARM_CALL_SECONDS.
+PROBE_PASS_SHARE, WARM_SHARE, WARM_FIRST_ROWS, WARM_CALL_SECONDS = 0.5, 0.15, 8, 0.1
 #: The share of the budget kept after the main pass, on top of the run-level checks' expected time (_reserve), and
 #: the seconds kept for the report (its checks, its files) and for the reference engine beside the coupling check.
 RESERVE_SHARE, REPORT_SECONDS, COUPLING_SECONDS = 0.05, 3.0, 2.0
@@ -137,23 +139,50 @@ def probe_pass(caller: Caller, plan: list[Scenario], calls: Calls, seed: int, cl
             warm = sizing is not None and sizing.allocated  # a warm-up: timed, its outputs not counted
             calls.first_rows[s.name] = 0
             try:
-                # a warm-up is timed at the main pass's call size (its cost per row), once a rate is known to bound
-                # it: the run's first call (no rate yet, and the start-up to pay) is a small one before it
-                for size in [None] if not warm or caller.limits.row_rate else [first_call_rows(s), None]:
-                    rows = size or first_call_rows(s, sizing.fixed(s) if sizing is not None else None)
-                    if warm and size is None:
-                        rows = s.rows_per_call
+                if warm:
+                    left = max(0.0, clock.left() - _reserve(caller, sizing.budget_seconds))
+                    _warm_up(caller, s, calls, seed, clock, WARM_SHARE * left / (len(plan) - i))
+                else:
+                    rows = first_call_rows(s, sizing.fixed(s) if sizing is not None else None)
                     if sizing is not None and sizing.fixed(s) is None and math.isfinite(clock.deadline):
                         share = PROBE_PASS_SHARE * max(0.0, clock.left() - _reserve(caller, sizing.budget_seconds))
                         rows = _rows_for(caller, s, rows, share / (len(plan) - i))
-                    begun = time.perf_counter()
-                    feed(caller, s, calls, rows, 0, seed=seed, clock=clock, warm=warm)
-                    calls.warmup[s.name] = (time.perf_counter() - begun) / max(rows, 1)
-                calls.first_rows[s.name] = 0 if warm else rows
+                    feed(caller, s, calls, rows, 0, seed=seed, clock=clock)
+                    calls.first_rows[s.name] = rows
             except AdapterFailure as failure:
                 if calls.halted(s, failure):
                     return
         tell(f"probe {s.name}", 0.1 * (i + 1) / len(plan))
+
+
+def _warm_up(caller: Caller, s: Scenario, calls: Calls, seed: int, clock: Clock, seconds: float) -> None:
+    """Calls on chunk 0 whose outputs are not counted, from WARM_FIRST_ROWS rows up, growing until one takes
+    WARM_CALL_SECONDS or reaches the main pass's call size, or the scenario's share of the time (`seconds`) is spent.
+    Each call's wall time (inputs, call, tally) is read as a fixed cost per call plus a cost per row, fitted on the
+    last two calls; calls.warmup holds the cost per row of a call of the main pass's size (rows_per_call). Small
+    calls first, so that a slow verifier's first call costs little; two sizes, so that a fixed cost per call (0.1 s
+    at V = 151,936) is not read as a cost per row."""
+    begun, rows, points = time.perf_counter(), min(WARM_FIRST_ROWS, s.rows_per_call), []
+    while True:
+        start = time.perf_counter()
+        feed(caller, s, calls, rows, 0, seed=seed, clock=clock, warm=True)
+        took = time.perf_counter() - start
+        points.append((rows, took))
+        spent = time.perf_counter() - begun
+        enough = len(points) >= 2 and (rows >= s.rows_per_call or took >= WARM_CALL_SECONDS)
+        if enough or spent + 2 * took > seconds or rows >= s.rows_per_call:
+            break
+        rows = min(s.rows_per_call, 2 * rows if took > 0.01 else 8 * rows)
+    calls.warmup[s.name] = _cost_per_row(points, s.rows_per_call)
+
+
+def _cost_per_row(points: list[tuple[int, float]], call_rows: int) -> float:
+    """Seconds per row of a call of call_rows rows, from (rows, seconds) of the warm-up's calls: a line through the
+    last two (fixed cost + rows x cost per row), or the last call's own rate when one call (or a falling line)."""
+    (r1, t1), (r2, t2) = points[-2] if len(points) > 1 else (0, 0.0), points[-1]
+    per_row = (t2 - t1) / (r2 - r1) if len(points) > 1 and r2 > r1 and t2 > t1 else t2 / r2
+    fixed = max(0.0, t2 - per_row * r2)
+    return per_row + fixed / max(call_rows, 1)
 
 
 def main_pass(caller: Caller, plan: list[Scenario], calls: Calls, seed: int, sizing: Sizing, clock: Clock,

@@ -23,7 +23,7 @@ from .sizing import Allocation, allocate, max_worst, rows_for_tv
 PROBE_MIN_SHARE = 0.1
 #: A refit allocates this share of the time left, so that a machine that slows down mid-run rarely cuts a
 #: scenario short of its fixed N (a cut N would depend on the scenario's own speed).
-REFIT_SHARE = 0.85
+REFIT_SHARE = 0.92
 
 
 class BudgetTooSmall(UsageError):

@@ -186,6 +186,7 @@ def _fix_rows(caller, plan, calls, sizing: Sizing, clock: Clock, tv, resolution:
         sizing.before = Refit(allocation, costs, clock, _reserve(caller, sizing.budget_seconds), resolution,
                               sizing.rows)  # fmt: skip
         record.update(rows=dict(allocation.rows), expected_seconds=allocation.seconds + (probe_seconds or 0.0),
+                      seconds_per_row=dict(calls.warmup), probe_seconds=probe_seconds, allocated_seconds=left,
                       planned_law_tv=allocation.law_tv, planned_tv=allocation.tv,
                       words=f"{sum(allocation.rows.values()):,} rows allocated from a timed warm-up (outputs not "
                       f"counted) to reach law-check TV {allocation.law_tv:.3g} (every check {allocation.tv:.3g}) "
