@@ -79,7 +79,8 @@ class Sizing:
     budget_seconds: float
     rows: int | dict[str, int] | None = None
     owns: Callable[[int], bool] = lambda unit: True
-    allocated: bool = False  # rows allocated from a timed warm-up (plan_rows.py): chunk 0 is not counted
+    allocated: bool = False  # rows allocated from a timed warm-up (plan_rows.py)
+    warm: bool = False  # chunk 0 is a timed warm-up whose outputs are not counted (allocated and --tv runs)
     probe_seconds: float | None = None  # the rare-edge probe's slice when allocated (else PROBE_SHARE of the left)
     #: when allocated: before(s, left) fixes scenario s's N just before its main pass, from the time left and the
     #: speed measured so far (never from an outcome of s); order(s) sorts the main pass (cheapest first)
@@ -136,11 +137,13 @@ def probe_pass(caller: Caller, plan: list[Scenario], calls: Calls, seed: int, cl
     of PROBE_PASS_SHARE of the time left (a row loop at V = 151,936 on a loaded machine: seconds a row)."""
     for i, s in enumerate(plan):
         if owns(0):
-            warm = sizing is not None and sizing.allocated  # a warm-up: timed, its outputs not counted
+            warm = sizing is not None and sizing.warm  # a warm-up: timed, its outputs not counted
             calls.first_rows[s.name] = 0
             try:
                 if warm:
-                    left = max(0.0, clock.left() - _reserve(caller, sizing.budget_seconds))
+                    left = math.inf
+                    if math.isfinite(clock.deadline):
+                        left = max(0.0, clock.left() - _reserve(caller, sizing.budget_seconds))
                     _warm_up(caller, s, calls, seed, clock, WARM_SHARE * left / (len(plan) - i))
                 else:
                     rows = first_call_rows(s, sizing.fixed(s) if sizing is not None else None)
@@ -204,7 +207,7 @@ def main_pass(caller: Caller, plan: list[Scenario], calls: Calls, seed: int, siz
         if fixed is not None:
             slice_end = clock.deadline - reserve
         try:
-            _scenario_pass(caller, s, calls, seed, fixed, slice_end, clock, sizing.owns, sizing.allocated)
+            _scenario_pass(caller, s, calls, seed, fixed, slice_end, clock, sizing.owns, sizing.warm)
         except AdapterFailure as failure:
             if calls.halted(s, failure):
                 return

@@ -108,6 +108,7 @@ def run_contract(
     sizing = _size(plan, budget_seconds, rows, part)  # size: a fixed N, or shares of the budget; a shard's chunks
     sizing.allocated = (part is None and rows is None and budget_seconds is not None
                         and demands_of(contract, adapter, plan) is not None)  # fmt: skip
+    sizing.warm = sizing.allocated or (tv is not None and part is None)  # N is fixed without chunk 0's outputs
     record = {"mode": "tv" if tv is not None else "rows" if rows is not None else
               "allocated" if sizing.allocated else "time", "tv": tv, "resolution_floor": resolution}  # fmt: skip
     clock = Clock.start(budget_seconds, started)
