@@ -187,3 +187,17 @@ def test_cost_per_row_reads_a_fixed_cost_per_call_apart():
     points = [(8, 0.1 + 8e-3), (64, 0.1 + 64e-3)]
     assert _cost_per_row(points, 64) == pytest.approx(1e-3 + 0.1 / 64)
     assert _cost_per_row(points[:1], 64) == pytest.approx((0.1 + 8e-3) / 8)  # one call: its own rate
+
+
+def test_one_costly_scenario_does_not_drag_the_others_below_the_floor():
+    """Two cheap scenarios and one whose rows cost 1,000x: with time for the cheap ones' floor but not the costly
+    one's, the cheap ones reach the floor (0.1) and the costly one gets the rest, where a common distance would have
+    left all three uninformative."""
+    law = tv_demand("first_token_law[x]", 1.0, 1e-5, 10)
+    cheap, costly = 1e-6, 1e-3
+    need = rows_for_tv([law], RESOLUTION_FLOOR)
+    costs = {"a": ([law], [law], cheap), "b": ([law], [law], cheap), "c": ([law], [law], costly)}
+    seconds = 2 * need * cheap + 0.5 * need * costly  # the costly one can have half its floor rows
+    allocation = allocate(costs, seconds, RESOLUTION_FLOOR)
+    assert allocation.rows["a"] >= need and allocation.rows["b"] >= need
+    assert worst([law], allocation.rows["c"]) > RESOLUTION_FLOOR and allocation.seconds <= seconds * 1.001

@@ -166,16 +166,20 @@ def _warm_up(caller: Caller, s: Scenario, calls: Calls, seed: int, clock: Clock,
     calls first, so that a slow verifier's first call costs little; two sizes, so that a fixed cost per call (0.1 s
     at V = 151,936) is not read as a cost per row."""
     begun, rows, points = time.perf_counter(), min(WARM_FIRST_ROWS, s.rows_per_call), []
+    if not caller.limits.row_rate:  # the run's first call pays the worker's start-up: timed, never read
+        feed(caller, s, calls, rows, 0, seed=seed, clock=clock, warm=True)
+        begun = time.perf_counter()
     while True:
         start = time.perf_counter()
         feed(caller, s, calls, rows, 0, seed=seed, clock=clock, warm=True)
         took = time.perf_counter() - start
         points.append((rows, took))
         spent = time.perf_counter() - begun
-        enough = len(points) >= 2 and (rows >= s.rows_per_call or took >= WARM_CALL_SECONDS)
-        if enough or spent + 2 * took > seconds or rows >= s.rows_per_call:
+        if len(points) >= 2 and (rows >= s.rows_per_call or took >= WARM_CALL_SECONDS or spent + 2 * took > seconds):
             break
-        rows = min(s.rows_per_call, 2 * rows if took > 0.01 else 8 * rows)
+        if took > seconds or (rows >= s.rows_per_call and len(points) >= 2):  # one call already spends the share
+            break
+        rows = min(s.rows_per_call, 2 * rows if took > 0.01 else 8 * rows) if rows < s.rows_per_call else rows // 2
     calls.warmup[s.name] = _cost_per_row(points, s.rows_per_call)
 
 

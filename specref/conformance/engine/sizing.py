@@ -167,13 +167,38 @@ def allocate(costs: dict[str, tuple[list[Demand], list[Demand], float]], seconds
     def spend(rows: dict[str, int]) -> float:
         return sum(costs[name][2] * n for name, n in rows.items())
 
-    if spend(rows_at(floor, None)) > seconds:  # the law checks cannot all reach the floor: they get the time
-        law_tv = _bisect(lambda d: spend(rows_at(d, None)), seconds) or LARGEST_TV
-        rows = rows_at(law_tv, None)
-        return Allocation(rows, law_tv, max(law_tv, max_worst(costs, rows)), spend(rows))
+    if spend(rows_at(floor, None)) > seconds:  # the law checks cannot all reach the floor
+        return _fewest_uninformative(costs, seconds, floor, spend)
     tv = _bisect(lambda d: spend(rows_at(floor, d)), seconds)
     rows = rows_at(floor, tv)
     return Allocation(rows, min(floor, max_worst(costs, rows, law=True)), max_worst(costs, rows), spend(rows))
+
+
+def _fewest_uninformative(costs: dict, seconds: float, floor: float, spend) -> Allocation:
+    """When the time cannot bring every law check to the floor: the scenarios cheapest to bring there get it (as
+    many as fit, each left at no less than MIN_SIZED_ROWS), so that the fewest law checks are uninformative; the
+    others share the time left at the smallest common distance it buys (so one scenario whose rows cost 0.1 s does
+    not drag every other to its distance)."""
+    at_floor = {name: rows_for_tv(law, floor) for name, (law, _, _) in costs.items()}
+    least = {name: MIN_SIZED_ROWS * rate for name, (_, _, rate) in costs.items()}
+    order = sorted(costs, key=lambda name: costs[name][2] * at_floor[name])
+    reached, left = [], seconds - sum(least.values())
+    for name in order:
+        extra = costs[name][2] * at_floor[name] - least[name]
+        if extra > left:
+            break
+        reached.append(name)
+        left -= extra
+    rest = {name: costs[name] for name in costs if name not in reached}
+    budget_rest = seconds - sum(costs[name][2] * at_floor[name] for name in reached)
+
+    def rest_rows(d: float) -> dict[str, int]:
+        return {name: rows_for_tv(law, d) for name, (law, _, _) in rest.items()}
+
+    law_tv = _bisect(lambda d: spend(rest_rows(d)), budget_rest) or LARGEST_TV
+    rows = {**{name: at_floor[name] for name in reached}, **rest_rows(law_tv)}
+    worst_law = max_worst(costs, rows, law=True)
+    return Allocation(rows, worst_law, max(worst_law, max_worst(costs, rows)), spend(rows))
 
 
 def max_worst(costs: dict, rows: dict[str, int], law: bool = False) -> float:
