@@ -33,10 +33,10 @@ MIN_CALL_ROWS, MIN_FIRST_ROWS, MIN_CALL_SECONDS = 64, 2, 0.25
 #: a machine that slows k-fold mid-slice (another job starts) overruns it by at most (k x CALL_SHARE - 1) of it, and
 #: the slow call re-rates the calls after it.
 CALL_SHARE = 0.5
-#: The most of the time left the probe pass may take, in equal shares per scenario left (WARM_SHARE when its calls
-#: are warm-ups whose outputs are not counted: their time buys no evidence); a warm-up's first call has
-#: WARM_FIRST_ROWS rows, and it stops doubling once a call takes WARM_CALL_SECONDS.
-PROBE_PASS_SHARE, WARM_SHARE, WARM_FIRST_ROWS, WARM_CALL_SECONDS = 0.5, 0.15, 8, 0.1
+#: The most of the time left the probe pass may take, in equal shares per scenario left, and the most its warm-up
+#: calls may take (WARM_SHARE: their outputs are not counted, their time buys no evidence); a warm-up's first call
+#: has WARM_FIRST_ROWS rows, and it stops growing once a call takes WARM_CALL_SECONDS.
+PROBE_PASS_SHARE, WARM_SHARE, WARM_FIRST_ROWS, WARM_CALL_SECONDS = 0.5, 0.1, 8, 0.1
 #: The share of the budget kept after the main pass, on top of the run-level checks' expected time (_reserve), and
 #: the seconds kept for the report (its checks, its files) and for the reference engine beside the coupling check.
 RESERVE_SHARE, REPORT_SECONDS, COUPLING_SECONDS = 0.05, 3.0, 2.0
@@ -80,7 +80,7 @@ class Sizing:
     rows: int | dict[str, int] | None = None
     owns: Callable[[int], bool] = lambda unit: True
     allocated: bool = False  # rows allocated from a timed warm-up (plan_rows.py)
-    warm: bool = False  # chunk 0 is a timed warm-up whose outputs are not counted (allocated and --tv runs)
+    warm: bool = False  # after chunk 0, timed warm-up calls whose outputs are not counted (allocated and --tv runs)
     probe_seconds: float | None = None  # the rare-edge probe's slice when allocated (else PROBE_SHARE of the left)
     #: when allocated: before(s, left) fixes scenario s's N just before its main pass, from the time left and the
     #: speed measured so far (never from an outcome of s); order(s) sorts the main pass (cheapest first)
@@ -137,41 +137,41 @@ def probe_pass(caller: Caller, plan: list[Scenario], calls: Calls, seed: int, cl
     of PROBE_PASS_SHARE of the time left (a row loop at V = 151,936 on a loaded machine: seconds a row)."""
     for i, s in enumerate(plan):
         if owns(0):
-            warm = sizing is not None and sizing.warm  # a warm-up: timed, its outputs not counted
-            calls.first_rows[s.name] = 0
+            warm = sizing is not None and sizing.warm  # then also timed warm-up calls, their outputs not counted
+            rows = first_call_rows(s, sizing.fixed(s) if sizing is not None else None)
+            if sizing is not None and sizing.fixed(s) is None and math.isfinite(clock.deadline):
+                share = PROBE_PASS_SHARE * max(0.0, clock.left() - _reserve(caller, sizing.budget_seconds))
+                rows = _rows_for(caller, s, rows, share / (len(plan) - i))
+            calls.first_rows[s.name] = rows
             try:
+                feed(caller, s, calls, rows, 0, seed=seed, clock=clock)
                 if warm:
                     left = math.inf
                     if math.isfinite(clock.deadline):
                         left = max(0.0, clock.left() - _reserve(caller, sizing.budget_seconds))
                     _warm_up(caller, s, calls, seed, clock, WARM_SHARE * left / (len(plan) - i))
-                else:
-                    rows = first_call_rows(s, sizing.fixed(s) if sizing is not None else None)
-                    if sizing is not None and sizing.fixed(s) is None and math.isfinite(clock.deadline):
-                        share = PROBE_PASS_SHARE * max(0.0, clock.left() - _reserve(caller, sizing.budget_seconds))
-                        rows = _rows_for(caller, s, rows, share / (len(plan) - i))
-                    feed(caller, s, calls, rows, 0, seed=seed, clock=clock)
-                    calls.first_rows[s.name] = rows
             except AdapterFailure as failure:
                 if calls.halted(s, failure):
                     return
         tell(f"probe {s.name}", 0.1 * (i + 1) / len(plan))
 
 
+#: The chunk of the warm-up calls: inputs and generator seeds of their own, so that their time (which may depend on
+#: their outcomes) is independent of every counted call's outcomes.
+WARM_CHUNK = "warm-up"
+
+
 def _warm_up(caller: Caller, s: Scenario, calls: Calls, seed: int, clock: Clock, seconds: float) -> None:
-    """Calls on chunk 0 whose outputs are not counted, from WARM_FIRST_ROWS rows up, growing until one takes
+    """Calls on chunk WARM_CHUNK whose outputs are not counted, from WARM_FIRST_ROWS rows up, growing until one takes
     WARM_CALL_SECONDS or reaches the main pass's call size, or the scenario's share of the time (`seconds`) is spent.
     Each call's wall time (inputs, call, tally) is read as a fixed cost per call plus a cost per row, fitted on the
     last two calls; calls.warmup holds the cost per row of a call of the main pass's size (rows_per_call). Small
     calls first, so that a slow verifier's first call costs little; two sizes, so that a fixed cost per call (0.1 s
     at V = 151,936) is not read as a cost per row."""
     begun, rows, points = time.perf_counter(), min(WARM_FIRST_ROWS, s.rows_per_call), []
-    if not caller.limits.row_rate:  # the run's first call pays the worker's start-up: timed, never read
-        feed(caller, s, calls, rows, 0, seed=seed, clock=clock, warm=True)
-        begun = time.perf_counter()
     while True:
         start = time.perf_counter()
-        feed(caller, s, calls, rows, 0, seed=seed, clock=clock, warm=True)
+        feed(caller, s, calls, rows, WARM_CHUNK, seed=seed, clock=clock, warm=True)
         took = time.perf_counter() - start
         points.append((rows, took))
         spent = time.perf_counter() - begun
@@ -222,7 +222,8 @@ def main_pass(caller: Caller, plan: list[Scenario], calls: Calls, seed: int, siz
 def _scenario_pass(caller, s: Scenario, calls: Calls, seed: int, fixed: int | None, slice_end: float, clock: Clock,
                    owns, allocated: bool = False) -> None:  # fmt: skip
     """One scenario's main pass, up to its cap (the fixed N, or the rows that buy little more) or its slice.
-    allocated: its warm-up was not counted, so its first call is made whenever the run's deadline is not past."""
+    allocated: its N was fixed from the warm-up; its calls are still sized by the time left (their sizes change
+    nothing but how the N rows are cut into calls)."""
     tally = calls.tallies[s.name]
     cap = fixed if fixed is not None else caller.contract.max_rows(s)
     if s.joint:
@@ -239,12 +240,11 @@ def _scenario_pass(caller, s: Scenario, calls: Calls, seed: int, fixed: int | No
     chunk = 1
     while planned < cap:
         now = time.perf_counter()
-        if now >= slice_end and not (allocated and chunk == 1 and clock.left() > 0):
+        if now >= slice_end:
             break
         rows_now = int(min(s.rows_per_call, cap - planned))
-        if fixed is None or allocated:  # a call should end by the slice's end (the deadline, for a first call past
-            # it), at this scenario's measured rate; an allocated N is kept whatever the calls' sizes
-            rows_now = _rows_in_time(caller, s, rows_now, slice_end if now < slice_end else clock.deadline)
+        if fixed is None or allocated:  # a call should end by the slice's end, at this scenario's measured rate
+            rows_now = _rows_in_time(caller, s, rows_now, slice_end)
             if not rows_now:  # not one row fits in the slice's time left
                 break
         if owns(chunk):
