@@ -24,6 +24,9 @@ PROBE_MIN_SHARE = 0.1
 #: A refit allocates this share of the time left, so that a machine that slows down mid-run rarely cuts a
 #: scenario short of its fixed N (a cut N would depend on the scenario's own speed).
 REFIT_SHARE = 0.92
+#: A refit gives a scenario rows beyond its floor only while the time left covers this many times the floor cost of
+#: the scenarios after it (their cost estimates err by that much on a loaded machine).
+LATER_MARGIN = 2.0
 
 
 class BudgetTooSmall(UsageError):
@@ -125,9 +128,16 @@ class Refit:
         load = min(4.0, max(0.5, self.spent / self.expected)) if self.expected > 0.5 else 1.0
         left = {t.name: self.costs[t.name] for t in todo if t.name in self.costs}
         scaled = {name: (law, every, rate * load) for name, (law, every, rate) in left.items()}
-        allocation = allocate(scaled, REFIT_SHARE * max(0.0, self.clock.left() - self.reserve), self.floor)
-        self.rows[s.name] = allocation.rows[s.name]
-        self.current = (s.name, now, self.costs[s.name][2] * allocation.rows[s.name])
+        seconds = REFIT_SHARE * max(0.0, self.clock.left() - self.reserve)
+        allocation = allocate(scaled, seconds, self.floor)
+        law, _, rate = scaled[s.name]
+        at_floor = rows_for_tv(law, self.floor)
+        rows = allocation.rows[s.name]
+        if rows > at_floor:  # beyond its floor, s takes only what leaves LATER_MARGIN x the later ones' floor cost
+            later = sum(r * rows_for_tv(lw, self.floor) for name, (lw, _, r) in scaled.items() if name != s.name)
+            rows = max(at_floor, min(rows, int((seconds - LATER_MARGIN * later) / max(rate, 1e-12))))
+        self.rows[s.name] = rows
+        self.current = (s.name, now, self.costs[s.name][2] * rows)
 
 
 __all__ = ["PROBE_MIN_SHARE", "REFIT_SHARE", "BudgetTooSmall", "Refit", "allocate_rows", "check_budget", "demands_of",
