@@ -31,7 +31,7 @@ pytest_plugins = ["pytester"]
 every_kind()
 
 ALPHA = 1e-9
-COUNTS = re.compile(r"(\d+) passed, (\d+) failed, (\d+) not run, (\d+) not tested")
+COUNTS = re.compile(r"(\d+) passed, (\d+) failed, (\d+) uninformative at this N, (\d+) not run, (\d+) not tested")
 #: A verifier that is right except on cf_zero_support_g3 (V = 32), where its output lacks a column: the adapter
 #: check fails there and that scenario's other checks are not run; cf_one_hot_target_g3 has checks that cannot fail.
 VERIFIER = """
@@ -77,14 +77,15 @@ def test_counts_agree_across_summary_report_md_report_json_the_pytest_plugin_and
     assert [dict(zip(STATUSES, map(int, m))) for m in COUNTS.findall(checks_row)] == [counts, counts]
     assert counts_line(counts) in report.summary()
 
-    # the plugin's items: passed, failed (failed and not run), skipped (not tested), from the same run's records
+    # the plugin's items: passed, failed (failed and not run), skipped (not tested, uninformative), from the same
+    # run's records
     result = pytester.runpytest("-p", "specref.pytest_plugin", "--specref-impl", "half_broken.py:verify",
                                 "--specref-rows", str(ROWS), "--specref-scenarios", ",".join(SCENARIOS),
                                 "--specref-alpha", str(ALPHA), "-rs")  # fmt: skip
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed", 0) == counts["passed"]
     assert outcomes.get("failed", 0) == counts["failed"] + counts["not run"]
-    assert outcomes.get("skipped", 0) == counts["not tested"]
+    assert outcomes.get("skipped", 0) == counts["not tested"] + counts["uninformative"]
     out = result.stdout.str()
     assert len(re.findall(r"^\S+ not run \(", out, re.M)) == counts["not run"], out
     assert _counts(out) == counts  # the terminal summary the plugin prints

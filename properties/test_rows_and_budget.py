@@ -45,14 +45,12 @@ def test_rows_cut_by_an_explicit_budget_are_named_in_every_output():
     report = run(_slow(0.4), scenarios=["cf_dense_g4"], rows=20_000, budget_seconds=1)
     scenario = report.scenarios["cf_dense_g4"]
     assert scenario["rows"] < 20_000 and scenario["rows_planned"] == 20_000
-    line = f"cf_dense_g4 ({scenario['rows']:,} rows of 20,000 asked)"
-    assert f"cut short by the time budget: {line}" in report.summary()
+    line = f"cf_dense_g4 ({scenario['rows']:,} of 20,000 planned)"
+    assert f"cut short by the time budget (rows run of the fixed N planned): {line}" in report.summary()
     record = json.loads(json.dumps(report.to_dict()))
     assert record["scenarios"]["cf_dense_g4"]["rows_planned"] == 20_000
-    assert (
-        f"cut short by the time budget** (rows of the fixed N asked): cf_dense_g4 ({scenario['rows']:,} of 20,000)"
-        in (render_markdown(record))
-    )
+    cut = f"cf_dense_g4 ({scenario['rows']:,} of 20,000)"
+    assert f"cut short by the time budget** (rows run of the fixed N planned): {cut}" in render_markdown(record)
 
 
 @pytest.mark.parametrize("impl", ["batched", "reference"])

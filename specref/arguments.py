@@ -49,6 +49,22 @@ def alpha(value, name: str = "alpha"):
     return float(value)
 
 
+def tv(value, name: str = "tv"):
+    """None or a total-variation distance in (0, 1): the deviation every law check must detect (power 0.999)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+        raise BadArgument(f"{name}={value!r} must lie in (0, 1) (the TV distance every law check must detect)")
+    return float(value)
+
+
+def resolution(value, name: str = "resolution"):
+    """A TV distance in (0, 1]: checks that cannot detect it are uninformative, not passed."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise BadArgument(f"{name}={value!r} must lie in (0, 1] (the largest detectable TV a pass may have)")
+    return float(value)
+
+
 def seed(value, name: str = "seed"):
     """An integer >= 0."""
     if not _is_int(value) or value < 0:
@@ -86,4 +102,4 @@ def shard(value, name: str = "shard"):
     return index, count
 
 
-__all__ = ["MIN_ROWS", "alpha", "budget_seconds", "rows", "scenarios", "seed", "shard"]
+__all__ = ["MIN_ROWS", "alpha", "budget_seconds", "resolution", "rows", "scenarios", "seed", "shard", "tv"]

@@ -37,7 +37,7 @@ KS_FLAG = 1e-3
 #: The run-level false-alarm rate is called consistent with the design when its 95% upper bound is at most
 #: this multiple of the run's alpha (3e-3 at alpha 1e-3: what 2000 seeds can resolve).
 ACCEPT_FACTOR = 3.0
-FAMILY_LEVELS = (1e-3, 0.05)
+FAMILY_LEVELS = (1e-3, 1e-2, 0.05)
 CONFIDENCE = 0.95
 
 

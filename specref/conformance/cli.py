@@ -69,6 +69,14 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="extension: a fixed N of rows per scenario instead of sizing by time, every scenario gets "
                    "them (no time cap unless --budget-seconds is also given; then a scenario it cuts short is "
                    "named); reproducible sample sizes for CI")  # fmt: skip
+    p.add_argument("--tv", type=float, metavar="T",
+                   help="size every scenario so that each check detects TV T (rule checks: T in their own units) "
+                   "at power 0.999, from the scenarios' probabilities alone (the same N on every machine); the run "
+                   "says how long it expects to take, and stops if --budget-seconds cannot reach T (no time cap "
+                   "without it)")  # fmt: skip
+    p.add_argument("--resolution", type=float, default=0.1, metavar="T",
+                   help="a law check that detects no less than TV T is 'uninformative at this N', counted apart "
+                   "from the passes (default 0.1)")  # fmt: skip
     p.add_argument("--no-plots", action="store_true", help="extension: write no PNG plots")
     p.add_argument("--allow-edge", action="store_true",
                    help="exit 0 when the only failures are rare edges the forced probe named (verdict 'non-conforming: "
@@ -115,7 +123,11 @@ def _conform(args: argparse.Namespace) -> int:
         if not args.impl:
             raise UsageError("IMPL is required (a built-in name, package.module:attr or path/file.py:attr); "
                              "see `specref conform --list`")  # fmt: skip
-        if args.budget_seconds is None and args.rows is None:
+        arguments.tv(args.tv, "--tv")
+        arguments.resolution(args.resolution, "--resolution")
+        if args.tv is not None and args.rows is not None:
+            raise UsageError(f"--tv {args.tv:g} and --rows {args.rows}: give one (--tv sizes the rows itself)")
+        if args.budget_seconds is None and args.rows is None and args.tv is None:
             args.budget_seconds = 300.0
         arguments.budget_seconds(args.budget_seconds, "--budget-seconds")  # the same checks as run()'s, by flag
         arguments.alpha(args.alpha, "--alpha")
@@ -162,7 +174,8 @@ def _conform(args: argparse.Namespace) -> int:
         code = run_and_report(adapter, spec=absolute_spec(args.impl), out_dir=out_dir, json_file=args.json,
                               seed=args.seed, budget_seconds=args.budget_seconds, alpha=args.alpha,
                               scenarios=scenarios, rows=args.rows, plots=plots and MATPLOTLIB.available,
-                              shard=args.shard, allow_edge=args.allow_edge, bar=bar)  # fmt: skip
+                              shard=args.shard, allow_edge=args.allow_edge, bar=bar, tv=args.tv,
+                              resolution=args.resolution)  # fmt: skip
     finally:
         lock.__exit__(None, None, None)
     return _leave_if_abandoned(code)
@@ -250,7 +263,7 @@ def _leave_if_abandoned(code: int) -> int:
 
 def run_and_report(adapter, *, spec, out_dir, json_file=None, seed=0, budget_seconds=None, alpha=1e-3,
                    scenarios=None, rows=None, plots=True, stream=None, shard=None,
-                   allow_edge=False, bar: ProgressBar | None = None) -> int:  # fmt: skip
+                   allow_edge=False, bar: ProgressBar | None = None, tv=None, resolution=0.1) -> int:  # fmt: skip
     """Run, write the report folder, print a compact summary; returns the exit code. bar: a progress bar already
     shown (closed here when the run ends); default: one for the run."""
     from . import run
@@ -264,7 +277,10 @@ def run_and_report(adapter, *, spec, out_dir, json_file=None, seed=0, budget_sec
     try:
         with bar or ProgressBar(getattr(adapter, "name", spec), budget_seconds) as bar:
             report = run(adapter, seed=seed, budget_seconds=budget_seconds, alpha=alpha, scenarios=scenarios,
-                         progress=bar.update, **extra)  # fmt: skip
+                         progress=_telling(bar.update), tv=tv, resolution=resolution, **extra)  # fmt: skip
+    except UsageError as error:  # --tv with a budget too small for it (plan_rows.BudgetTooSmall)
+        print(f"specref conform: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:  # before the run's first call or after its last: nothing partial to report
         print(f"specref conform: interrupted (SIGINT) before a report was made; exit {EXIT_INTERRUPTED}",
               file=sys.stderr)  # fmt: skip
@@ -272,6 +288,18 @@ def run_and_report(adapter, *, spec, out_dir, json_file=None, seed=0, budget_sec
     except Exception:  # noqa: BLE001 -- the adapter's own failures are verdicts inside run(); this is specref's bug
         return _internal_error(spec)
     return _write_and_tell(report, out_dir, spec, json_file, plots=plots, stream=stream, allow_edge=allow_edge)
+
+
+def _telling(update):
+    """The progress callback, printing the run's sizing (how many rows, how long it expects) to stderr as it is
+    fixed, before the main pass."""
+
+    def progress(message: str, fraction: float) -> None:
+        if message.startswith("sizing: "):
+            print(f"specref conform: {message}", file=sys.stderr, flush=True)
+        update(message, fraction)
+
+    return progress
 
 
 def process_started() -> float:

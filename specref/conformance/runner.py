@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .contracts import contract as contract_for
-from .engine.report import Report
+from .engine.report import RESOLUTION_FLOOR, Report
 from .engine.run import DEFAULT_BUDGET, MIN_CALL_TIMEOUT, run_contract
 
 
@@ -29,6 +29,8 @@ def run(
     progress: Callable[[str, float], None] | None = None,
     shard: tuple[int, int] | str | None = None,
     started: float | None = None,
+    tv: float | None = None,
+    resolution: float = RESOLUTION_FLOOR,
 ) -> Report:
     """Check one implementation under its contract.
 
@@ -40,10 +42,12 @@ def run(
     started: the time.perf_counter() the budget counts from (default: now; the CLI gives its process's start).
     shard: (K, N) or "K/N": run only the K-th of N disjoint parts of the run (fixed rows needed) and return a
     ShardReport whose to_dict()["shard"] holds the counts; `shards.merge` sums N of them into the run's report.
+    tv: size every scenario so that each check detects this distance at power 0.999 (the same N on every machine);
+    resolution: law checks detecting no less than this are "uninformative at this N" (engine/run.run_contract).
     """
     return run_contract(contract_for(verify), verify, seed=seed, budget_seconds=budget_seconds, alpha=alpha,
                         name=name, scenarios=scenarios, rows=rows, progress=progress, shard=shard,
-                        started=started)  # fmt: skip
+                        started=started, tv=tv, resolution=resolution)  # fmt: skip
 
 
 __all__ = ["DEFAULT_BUDGET", "MIN_CALL_TIMEOUT", "Report", "run"]

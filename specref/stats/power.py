@@ -182,3 +182,29 @@ def min_num_samples_mean(delta: float, sigma: float, alpha: float, beta: float) 
     delta, sigma = check_positive("delta", delta), check_positive("sigma", sigma)
     alpha, beta = check_level("alpha", alpha), check_level("beta", beta)
     return max(1, math.ceil(((norm.isf(alpha / 2) + norm.isf(beta)) * sigma / delta) ** 2))
+
+
+# ---- a count that is a random share of the rows (binomial thinning) ----------------------------------------------
+
+
+def min_count_thinned(rows: int, fraction: float, z: float) -> float:
+    """A lower bound on the draws a check gets from `rows` rows when each row feeds it with probability `fraction`:
+    rows f - z sqrt(rows f (1 - f)), the count's mean less z standard deviations (0 when that is negative). The count
+    falls below it with probability about norm.sf(z) (z = 5: 3e-7)."""
+    rows, f = check_count("rows", rows, minimum=0), check_rate("fraction", fraction)
+    return max(0.0, rows * f - z * math.sqrt(rows * f * (1.0 - f)))
+
+
+def min_num_samples_thinned(draws: float, fraction: float, z: float) -> int:
+    """Smallest number of rows whose thinned count (min_count_thinned) reaches `draws`: with x = sqrt(rows),
+    f x^2 - z sqrt(f (1 - f)) x >= draws."""
+    f = check_rate("fraction", fraction)
+    if not f > 0:
+        raise ValueError(f"fraction={fraction!r} must be > 0: no number of rows reaches a count of {draws!r}")
+    spread = z * math.sqrt(f * (1.0 - f))
+    rows = max(0, math.ceil(((spread + math.sqrt(spread * spread + 4.0 * f * draws)) / (2.0 * f)) ** 2))
+    while rows > 0 and min_count_thinned(rows - 1, f, z) >= draws:
+        rows -= 1
+    while min_count_thinned(rows, f, z) < draws:
+        rows += 1
+    return rows

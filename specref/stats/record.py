@@ -48,9 +48,11 @@ class CheckId:
         return cls(kind, rest[:-1] if bracket else None)
 
 
-#: The four readings of a check, in the order outputs list them. "not run" is a failure (it could not be computed);
-#: "not tested" is neither a pass nor a failure (it could not fail, and spent no alpha).
-STATUSES = ("passed", "failed", "not run", "not tested")
+#: The readings of a check, in the order outputs list them. "not run" is a failure (it could not be computed);
+#: "not tested" is neither a pass nor a failure (it could not fail, and spent no alpha); "uninformative" is a check
+#: that did not reject but whose detectable distance at its N is above the run's resolution floor
+#: (details["uninformative"]): it rules out too little to count as a pass.
+STATUSES = ("passed", "failed", "uninformative", "not run", "not tested")
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,7 @@ class CheckResult:
         if not self.tested:
             return "not tested"
         if self.passed:
-            return "passed"
+            return "uninformative" if self.details.get("uninformative") else "passed"
         return "not run" if self.details.get("tier") == "not run" else "failed"
 
     @property

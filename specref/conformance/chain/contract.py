@@ -25,6 +25,7 @@ from ..engine.run_checks import run_checks
 from . import laws, snippet
 from .adapters import REFERENCES, Adapter, as_adapter
 from .coupling import chain_coupling
+from .demand import demands
 from .diagnosis import rule_diagnosis
 from .form import CHAIN as FORM
 from .kinds import DECLARED as _DECLARED  # noqa: F401 -- the chain's check kinds
@@ -82,6 +83,9 @@ class ChainContract(Contract):
 
     def probe_rows_needed(self, power: float) -> int:
         return probe_rows_needed(power)
+
+    def demands(self, adapter: Adapter, scenario: Scenario, checks, alphas: dict[str, float]) -> list:
+        return demands(scenario, adapter.rule, checks.tested, alphas)
 
     def run_checks(self, caller, plan, seed: int, stopped: str | None) -> tuple[list, list]:
         adapter = caller.adapter

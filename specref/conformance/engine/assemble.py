@@ -4,14 +4,18 @@ no p-value), never passes. The same code serves one run (engine/run.run_contract
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Protocol
 
 from ...stats import CheckResult, ErrorBudget
 from .calls import AdapterFailure
 from .contract import Contract, Scenario
-from .report import Report
+from .plan import LAW
+from .plan_rows import demands_of
+from .report import RESOLUTION_FLOOR, Report, family
 from .results import failure_details, not_run, not_tested, t0_result
 from .run_plan import RunPlan
+from .sizing import rows_for_tv
 
 
 class Counted(Protocol):
@@ -27,16 +31,19 @@ class Counted(Protocol):
 
 def build_report(contract: Contract, adapter, plan: RunPlan, counted: Counted, run_results: list[CheckResult],
                  run_not_run: list[CheckResult], *, seed: int, budget_seconds: float, alpha: float,
-                 wall_seconds) -> Report:  # fmt: skip
+                 wall_seconds, resolution: float = RESOLUTION_FLOOR) -> Report:  # fmt: skip
     """The checks of every scenario, then the run-level ones, then Holm, the verdict and the rule diagnosis.
 
     wall_seconds: a callable read when the verdict is made (the run's time, checks included).
+    resolution: the floor above which a law check's detectable TV makes it uninformative (mark_uninformative).
     """
-    report = Report(adapter, contract, seed=seed, budget_seconds=budget_seconds, alpha=alpha)
+    report = Report(adapter, contract, seed=seed, budget_seconds=budget_seconds, alpha=alpha,
+                    resolution_floor=resolution)  # fmt: skip
     adapter_results, not_run_list = [], list(run_not_run)  # not run: listed last, after the failures explaining them
     for s in plan.scenarios:
         adapter_results += scenario_checks(report, s, plan, counted, not_run_list, contract)
     report.add_t0("run", adapter_results + run_results + not_run_list)
+    mark_uninformative(report, contract, adapter, plan, resolution)
     report.finish(ErrorBudget(alpha), wall_seconds(), family_size=len(plan.alphas))
     if report.law_kept:
         report.rule_diagnosis = contract.rule_diagnosis(adapter, counted.tallies, alpha)
@@ -93,3 +100,20 @@ def why_not_run(s, tally, failure: AdapterFailure | None, stopped: str | None) -
     if s.joint and (tally.joint is None or tally.joint.sum() == 0):
         return "no sequence of the joint loop passed the T0 checks"  # the first batch always completes
     return None
+
+
+def mark_uninformative(report: Report, contract, adapter, plan: RunPlan, floor: float) -> None:
+    """Mark every tested T2 law check whose detectable TV at its N is above `floor` (or none) uninformative: it is
+    then counted apart from the passes (CheckResult.status), with the rows its scenario would need to reach the floor
+    (sizing.rows_for_tv on the check's own demand, where the contract states demands)."""
+    demands = demands_of(contract, adapter, plan) or {}
+    for i, r in enumerate(report.checks):
+        if r.details.get("tier") != "T2" or not r.tested or family(r) != LAW:
+            continue
+        if r.detectable_tv <= floor:  # NaN or inf (no power) is uninformative too
+            continue
+        scenario = r.id.scenario
+        own = [d for d in demands.get(scenario, []) if d.check == r.name]
+        need = rows_for_tv(own, floor) if own else None
+        report.checks[i] = dataclasses.replace(r, details={**r.details, "uninformative": {
+            "floor": floor, "rows_needed": need, "scenario": scenario}})  # fmt: skip

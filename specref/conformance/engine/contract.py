@@ -104,6 +104,12 @@ class Contract:
         """Rows past which a scenario's checks gain little (runs sized by time stop there)."""
         return 200_000
 
+    def demands(self, adapter, scenario, checks, alphas: dict[str, float]) -> list | None:
+        """What each tested check of `scenario` (checks: its plan.Plan) needs to detect a distance (engine/sizing.py
+        Demand), from the scenario's own probabilities, or None: the contract does not size by distance (the run
+        keeps the sizing by time of passes.py)."""
+        return None
+
     def probe_rows_needed(self, power: float) -> int:
         """Rows of the statistical rare-edge probe scenario (scenario.probe) that reach `power`: a run sized by
         time stops the probe when it cannot reach even odds (passes.py). Only contracts with one override it."""

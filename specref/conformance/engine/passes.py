@@ -33,8 +33,10 @@ MIN_CALL_ROWS, MIN_FIRST_ROWS, MIN_CALL_SECONDS = 64, 2, 0.25
 #: a machine that slows k-fold mid-slice (another job starts) overruns it by at most (k x CALL_SHARE - 1) of it, and
 #: the slow call re-rates the calls after it.
 CALL_SHARE = 0.5
-#: The most of the time left the probe pass may take, in equal shares per scenario left.
-PROBE_PASS_SHARE = 0.5
+#: The most of the time left the probe pass may take, in equal shares per scenario left, and the most its warm-up
+#: calls may take (WARM_SHARE: their outputs are not counted, their time buys no evidence); a warm-up's first call
+#: has WARM_FIRST_ROWS rows, and it stops growing once a call takes WARM_CALL_SECONDS.
+PROBE_PASS_SHARE, WARM_SHARE, WARM_FIRST_ROWS, WARM_CALL_SECONDS = 0.5, 0.1, 8, 0.1
 #: The share of the budget kept after the main pass, on top of the run-level checks' expected time (_reserve), and
 #: the seconds kept for the report (its checks, its files) and for the reference engine beside the coupling check.
 RESERVE_SHARE, REPORT_SECONDS, COUPLING_SECONDS = 0.05, 3.0, 2.0
@@ -77,6 +79,13 @@ class Sizing:
     budget_seconds: float
     rows: int | dict[str, int] | None = None
     owns: Callable[[int], bool] = lambda unit: True
+    allocated: bool = False  # rows allocated from a timed warm-up (plan_rows.py)
+    warm: bool = False  # after chunk 0, timed warm-up calls whose outputs are not counted (allocated and --tv runs)
+    probe_seconds: float | None = None  # the rare-edge probe's slice when allocated (else PROBE_SHARE of the left)
+    #: when allocated: before(s, left) fixes scenario s's N just before its main pass, from the time left and the
+    #: speed measured so far (never from an outcome of s); order(s) sorts the main pass (cheapest first)
+    before: Callable | None = None
+    order: Callable | None = None
 
     def fixed(self, s: Scenario) -> int | None:
         return self.rows.get(s.name) if isinstance(self.rows, dict) else self.rows
@@ -98,6 +107,7 @@ class Calls:
     finished: set[str] = field(default_factory=set)  # the scenarios whose main pass ended
     cut: dict[str, int] = field(default_factory=dict)  # scenario -> its fixed rows, when the budget cut it short
     first_rows: dict[str, int] = field(default_factory=dict)  # scenario -> rows of its probe-pass call (chunk 0)
+    warmup: dict[str, float] = field(default_factory=dict)  # scenario -> wall seconds per row of its chunk-0 call
 
     @classmethod
     def start(cls, plan: list[Scenario], seed: int, tally: Callable) -> Calls:
@@ -127,6 +137,7 @@ def probe_pass(caller: Caller, plan: list[Scenario], calls: Calls, seed: int, cl
     of PROBE_PASS_SHARE of the time left (a row loop at V = 151,936 on a loaded machine: seconds a row)."""
     for i, s in enumerate(plan):
         if owns(0):
+            warm = sizing is not None and sizing.warm  # then also timed warm-up calls, their outputs not counted
             rows = first_call_rows(s, sizing.fixed(s) if sizing is not None else None)
             if sizing is not None and sizing.fixed(s) is None and math.isfinite(clock.deadline):
                 share = PROBE_PASS_SHARE * max(0.0, clock.left() - _reserve(caller, sizing.budget_seconds))
@@ -134,10 +145,51 @@ def probe_pass(caller: Caller, plan: list[Scenario], calls: Calls, seed: int, cl
             calls.first_rows[s.name] = rows
             try:
                 feed(caller, s, calls, rows, 0, seed=seed, clock=clock)
+                if warm:
+                    left = math.inf
+                    if math.isfinite(clock.deadline):
+                        left = max(0.0, clock.left() - _reserve(caller, sizing.budget_seconds))
+                    _warm_up(caller, s, calls, seed, clock, WARM_SHARE * left / (len(plan) - i))
             except AdapterFailure as failure:
                 if calls.halted(s, failure):
                     return
         tell(f"probe {s.name}", 0.1 * (i + 1) / len(plan))
+
+
+#: The chunk of the warm-up calls: inputs and generator seeds of their own, so that their time (which may depend on
+#: their outcomes) is independent of every counted call's outcomes.
+WARM_CHUNK = "warm-up"
+
+
+def _warm_up(caller: Caller, s: Scenario, calls: Calls, seed: int, clock: Clock, seconds: float) -> None:
+    """Calls on chunk WARM_CHUNK whose outputs are not counted, from WARM_FIRST_ROWS rows up, growing until one takes
+    WARM_CALL_SECONDS or reaches the main pass's call size, or the scenario's share of the time (`seconds`) is spent.
+    Each call's wall time (inputs, call, tally) is read as a fixed cost per call plus a cost per row, fitted on the
+    last two calls; calls.warmup holds the cost per row of a call of the main pass's size (rows_per_call). Small
+    calls first, so that a slow verifier's first call costs little; two sizes, so that a fixed cost per call (0.1 s
+    at V = 151,936) is not read as a cost per row."""
+    begun, rows, points = time.perf_counter(), min(WARM_FIRST_ROWS, s.rows_per_call), []
+    while True:
+        start = time.perf_counter()
+        feed(caller, s, calls, rows, WARM_CHUNK, seed=seed, clock=clock, warm=True)
+        took = time.perf_counter() - start
+        points.append((rows, took))
+        spent = time.perf_counter() - begun
+        if len(points) >= 2 and (rows >= s.rows_per_call or took >= WARM_CALL_SECONDS or spent + 2 * took > seconds):
+            break
+        if took > seconds or (rows >= s.rows_per_call and len(points) >= 2):  # one call already spends the share
+            break
+        rows = min(s.rows_per_call, 2 * rows if took > 0.01 else 8 * rows) if rows < s.rows_per_call else rows // 2
+    calls.warmup[s.name] = _cost_per_row(points, s.rows_per_call)
+
+
+def _cost_per_row(points: list[tuple[int, float]], call_rows: int) -> float:
+    """Seconds per row of a call of call_rows rows, from (rows, seconds) of the warm-up's calls: a line through the
+    last two (fixed cost + rows x cost per row), or the last call's own rate when one call (or a falling line)."""
+    (r1, t1), (r2, t2) = points[-2] if len(points) > 1 else (0, 0.0), points[-1]
+    per_row = (t2 - t1) / (r2 - r1) if len(points) > 1 and r2 > r1 and t2 > t1 else t2 / r2
+    fixed = max(0.0, t2 - per_row * r2)
+    return per_row + fixed / max(call_rows, 1)
 
 
 def main_pass(caller: Caller, plan: list[Scenario], calls: Calls, seed: int, sizing: Sizing, clock: Clock,
@@ -148,15 +200,18 @@ def main_pass(caller: Caller, plan: list[Scenario], calls: Calls, seed: int, siz
     Without a budget (fixed rows, no time cap) every scenario gets its fixed rows.
     """
     reserve = _reserve(caller, sizing.budget_seconds) if math.isfinite(clock.deadline) else 0.0
-    todo = sorted((s for s in plan if s.name not in calls.broken), key=lambda s: not s.probe)  # the probe first
-    for i, s in enumerate(todo):
+    todo = sorted((s for s in plan if s.name not in calls.broken), key=sizing.order or (lambda s: not s.probe))
+    for i, s in enumerate(todo):  # the probe first
+        if sizing.before is not None:
+            sizing.before(s, todo[i:])
         left = max(0.0, clock.left() - reserve)
-        slice_end = time.perf_counter() + (PROBE_SHARE * left if s.probe else left / (len(todo) - i))
+        probe_slice = PROBE_SHARE * left if sizing.probe_seconds is None else min(sizing.probe_seconds, left)
+        slice_end = time.perf_counter() + (probe_slice if s.probe else left / (len(todo) - i))
         fixed = sizing.fixed(s)
         if fixed is not None:
             slice_end = clock.deadline - reserve
         try:
-            _scenario_pass(caller, s, calls, seed, fixed, slice_end, clock, sizing.owns)
+            _scenario_pass(caller, s, calls, seed, fixed, slice_end, clock, sizing.owns, sizing.warm)
         except AdapterFailure as failure:
             if calls.halted(s, failure):
                 return
@@ -165,8 +220,10 @@ def main_pass(caller: Caller, plan: list[Scenario], calls: Calls, seed: int, siz
 
 
 def _scenario_pass(caller, s: Scenario, calls: Calls, seed: int, fixed: int | None, slice_end: float, clock: Clock,
-                   owns) -> None:  # fmt: skip
-    """One scenario's main pass, up to its cap (the fixed N, or the rows that buy little more) or its slice."""
+                   owns, allocated: bool = False) -> None:  # fmt: skip
+    """One scenario's main pass, up to its cap (the fixed N, or the rows that buy little more) or its slice.
+    allocated: its N was fixed from the warm-up; its calls are still sized by the time left (their sizes change
+    nothing but how the N rows are cut into calls)."""
     tally = calls.tallies[s.name]
     cap = fixed if fixed is not None else caller.contract.max_rows(s)
     if s.joint:
@@ -186,8 +243,10 @@ def _scenario_pass(caller, s: Scenario, calls: Calls, seed: int, fixed: int | No
         if not (planned < cap and time.perf_counter() < slice_end):
             return 0
         rows_now = int(min(s.rows_per_call, cap - planned))
-        # sized by time: a call should end by the slice's end, at this scenario's measured rate (0: no row fits)
-        return rows_now if fixed is not None else _rows_in_time(caller, s, rows_now, slice_end)
+        if fixed is not None and not allocated:
+            return rows_now
+        # a call should end by the slice's end, at this scenario's measured rate (0: not one row fits)
+        return _rows_in_time(caller, s, rows_now, slice_end)
 
     while True:
         rows_now, prepared = ahead or (size(planned), None)
@@ -272,12 +331,14 @@ def provenance(adapter, s: Scenario, rows: int, seed: int, chunk, generator_seed
 
 
 def feed(caller: Caller, s: Scenario, calls: Calls, rows: int, chunk, start_states=None, *, seed: int,
-         clock: Clock) -> tuple:  # fmt: skip
+         clock: Clock, warm: bool = False) -> tuple:  # fmt: skip
     """One call on chunk `chunk` of scenario s, T0-checked and counted into its tally: (batch, the emitted tokens
-    [B, width], the probabilities as seen, the [B] rows that passed the rule-free T0 checks)."""
+    [B, width], the probabilities as seen, the [B] rows that passed the rule-free T0 checks). warm: a warm-up call,
+    counted into a tally of its own that is dropped (its outputs never reach a check; its time sizes the run)."""
     prepared = prepare_feed(caller, s, rows, chunk, start_states, seed=seed)
-    batch, out, seen, where, seconds = finish_feed(caller, start_feed(caller, s, calls, prepared))
-    good = count_feed(caller, s, calls, batch, out, seen, where, seconds)
+    batch, out, seen, where, seconds = finish_feed(caller, start_feed(caller, s, calls, prepared, logged=not warm))
+    tally = caller.contract.tally(caller.adapter, s, seed) if warm else calls.tallies[s.name]
+    good = count_feed(caller, s, calls, batch, out, seen, where, seconds, tally=tally)
     return batch, caller.contract.tokens(out), seen, good
 
 
@@ -292,10 +353,12 @@ def prepare_feed(caller: Caller, s: Scenario, rows: int, chunk, start_states=Non
     return batch, where, caller.prepare(batch, generator_seed, where=where)
 
 
-def start_feed(caller: Caller, s: Scenario, calls: Calls, prepared: tuple) -> tuple:
-    """Send a prepared call; its provenance joins the scenario's log (only calls made are logged)."""
+def start_feed(caller: Caller, s: Scenario, calls: Calls, prepared: tuple, logged: bool = True) -> tuple:
+    """Send a prepared call; its provenance joins the scenario's log (only calls made are logged; a warm-up's
+    never: its outputs are not counted)."""
     batch, where, call = prepared
-    calls.fed[s.name].append(where)
+    if logged:
+        calls.fed[s.name].append(where)
     return batch, where, caller.start(call)
 
 
@@ -306,9 +369,10 @@ def finish_feed(caller: Caller, started: tuple) -> tuple:
     return batch, out, seen, where, seconds
 
 
-def count_feed(caller: Caller, s: Scenario, calls: Calls, batch, out, seen, where, seconds) -> np.ndarray:
-    """T0-check a finished call and count it into the scenario's tally; the [B] rows that passed."""
-    tally = calls.tallies[s.name]
+def count_feed(caller: Caller, s: Scenario, calls: Calls, batch, out, seen, where, seconds,
+               tally=None) -> np.ndarray:  # fmt: skip
+    """T0-check a finished call and count it into the scenario's tally (or `tally`); the [B] rows that passed."""
+    tally = calls.tallies[s.name] if tally is None else tally
     with caller.timings.phase("tally"):
         good = tally.add(batch, out, seen, where)
     tally.seconds += seconds

@@ -105,8 +105,41 @@ def count_statuses(statuses) -> dict[str, int]:
 
 def counts_line(counts: dict[str, int]) -> str:
     """The counts in words, as every output states them."""
-    return (f"{counts['passed']} passed, {counts['failed']} failed, {counts['not run']} not run, "
-            f"{counts['not tested']} not tested (could not fail)")  # fmt: skip
+    return (f"{counts['passed']} passed, {counts['failed']} failed, {counts.get('uninformative', 0)} uninformative "
+            f"at this N, {counts['not run']} not run, {counts['not tested']} not tested (could not fail)")  # fmt: skip
+
+
+#: The power every detectable distance is stated at (the checks' beta = 1e-3).
+POWER = 0.999
+#: A law check whose detectable TV at its N is above this is "uninformative at this N" (default of --resolution).
+RESOLUTION_FLOOR = 0.1
+
+
+def is_law_check(record: dict) -> bool:
+    """A T2 check of the law family (its distance is TV): the checks the run's resolution is stated over."""
+    return record.get("family") == LAW and (record.get("details") or {}).get("tier") == "T2"
+
+
+def resolution_of(checks: list[dict]) -> float | None:
+    """The largest detectable TV among the passed law checks (report.json check records), None with none."""
+    values = [c["detectable_tv"] for c in checks if is_law_check(c) and c.get("status") == "passed"]
+    values = [v for v in values if v is not None]
+    return max(values) if values else None
+
+
+def resolution_words(verdict: str, resolution: float | None, counts: dict[str, int], upper: bool = False) -> str:
+    """The verdict with what it rules out: "conforming: no deviation above TV x in any law check (power 0.999)"."""
+    if resolution is None:
+        said = "no law check passed, so no deviation of the output law is ruled out"
+    else:
+        said = f"no deviation above TV {resolution:.3g} in any law check (power {POWER:g})"
+    uninformative = counts.get("uninformative", 0)
+    if uninformative:
+        said += f"; {uninformative} check(s) uninformative at this N, not counted as passed"
+    shown = verdict.upper() if upper else verdict
+    if verdict == CONFORMING or verdict.startswith("lossless"):
+        return f"{shown}: {said}"
+    return f"{shown} (resolution of the passed law checks: {said})"
 
 
 @dataclass
@@ -127,6 +160,9 @@ class Report:
     interrupted: str = ""  # why the run stopped before its end (SIGINT): the report is partial
     lossy: dict = field(default_factory=dict)  # a lossy adapter's TV intervals and acceptance (Contract.lossy_measure)
     timings: dict = field(default_factory=dict)  # where the run's time went (engine/timings.py)
+    resolution_floor: float = RESOLUTION_FLOOR  # law checks detecting no less than this are uninformative
+    family_size: int = 0  # the planned T2 family Holm runs over (alpha / family_size: each check's Bonferroni alpha)
+    sizing: dict = field(default_factory=dict)  # how N was chosen (plan_rows.py): mode, tv, expected seconds, rows
 
     def mark_interrupted(self, why: str) -> None:
         """A partial report: the verdict says so, whatever the checks reached before the interrupt show."""
@@ -147,6 +183,7 @@ class Report:
     def finish(self, budget: ErrorBudget, wall_seconds: float, family_size: int) -> None:
         """Holm over the T2 family of family_size planned checks (fixed before data: ErrorBudget.holm), then the
         verdict: contract, then law, then rule (plan.py)."""
+        self.family_size = family_size
         t2 = [i for i, r in enumerate(self.checks) if r.details.get("tier") == "T2"]
         for i, r in zip(t2, budget.holm([self.checks[i] for i in t2], family_size=family_size)):
             self.checks[i] = r
@@ -248,17 +285,30 @@ class Report:
         and the demo all state (status of each check record)."""
         return count_statuses(r.status for r in self.checks)
 
+    @property
+    def resolution(self) -> float | None:
+        """The largest detectable TV among the passed law checks (None: none passed)."""
+        return resolution_of([check_record(r, self.contract.name) for r in self.checks])
+
+    def verdict_line(self) -> str:
+        """The verdict with the run's resolution, as every output states it."""
+        return resolution_words(self.verdict, self.resolution, self.counts())
+
     def summary(self) -> str:
         counts = self.counts()
         lines = [
-            f"{self.adapter.name}: {self.verdict.upper()}  ({counts_line(counts)}; "
-            f"{sum(s['rows'] for s in self.scenarios.values()):,} rows in {self.wall_seconds:.0f} s;"
-            f" family-wise alpha {self.alpha:g})"
+            f"{self.adapter.name}: {resolution_words(self.verdict, self.resolution, counts, upper=True)}  "
+            f"({counts_line(counts)}; {sum(s['rows'] for s in self.scenarios.values()):,} rows in "
+            f"{self.wall_seconds:.0f} s; family-wise alpha {self.alpha:g}, Holm; each power statement at its "
+            f"check's Bonferroni alpha {self.alpha:g} / {self.family_size})",
         ]
+        if self.sizing.get("words"):
+            lines.append(f"  sizing: {self.sizing['words']}")
+        lines += [f"  {line}" for line in uninformative_lines(self.checks)]
         if self.interrupted:
             lines.append(f"  partial report: {self.interrupted}; the checks it did not reach are not run")
         if self.cut_short:
-            lines.append(f"  cut short by the time budget: {self.cut_short}")
+            lines.append(f"  cut short by the time budget (rows run of the fixed N planned): {self.cut_short}")
         if self.law_kept:
             lines.append(f"  output law kept; acceptance does not follow {self.adapter.rule!r} ({self.rule_words()})")
         if self.natural_edge and self.verdict == RARE_EDGE:
@@ -292,7 +342,7 @@ class Report:
     @property
     def cut_short(self) -> str:
         """The scenarios that got fewer rows than the fixed N asked for (rows with a budget), or ''."""
-        return ", ".join(f"{name} ({s['rows']:,} rows of {s['rows_planned']:,} asked)"
+        return ", ".join(f"{name} ({s['rows']:,} of {s['rows_planned']:,} planned)"
                          for name, s in self.scenarios.items() if "rows_planned" in s)  # fmt: skip
 
     def rule_words(self) -> str:
@@ -306,6 +356,10 @@ class Report:
                 "impl": a.name,
                 "contract": self.contract.name,
                 "verdict": self.verdict,
+                "verdict_line": self.verdict_line(),
+                "resolution": self.resolution,
+                "resolution_floor": self.resolution_floor,
+                "sizing": self.sizing,
                 "passed": self.passed,
                 "seed": self.seed,
                 "budget_seconds": self.budget_seconds,
@@ -398,6 +452,20 @@ def statistic_kind(r: CheckResult, kind=None) -> str:
     if used.startswith("Pearson"):
         return "Pearson X^2"
     return kind.statistic if kind else ""
+
+
+def uninformative_words(record: dict) -> str:
+    """One uninformative check in words (a report.json check record): its distance, the floor, the rows it needs."""
+    u = record["details"]["uninformative"]
+    need = f"; about {u['rows_needed']:,} rows of {u['scenario']} would reach it" if u.get("rows_needed") else ""
+    tv = record.get("detectable_tv")
+    return (f"UNINFORMATIVE {record['name']}: detectable TV {'none' if tv is None else f'{tv:.3g}'} at n = "
+            f"{record['n']:,} is above the resolution floor {u['floor']:g}{need}")  # fmt: skip
+
+
+def uninformative_lines(checks: list[CheckResult], contract: str = registry.CHAIN) -> list[str]:
+    records = [check_record(r, contract) for r in checks]
+    return [uninformative_words(c) for c in records if c["status"] == "uninformative"]
 
 
 #: Distinct failure causes the terminal lists (report.md lists every failed check).

@@ -32,16 +32,19 @@ never passes.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 
 from ... import arguments
+from ...errors import BadArgument
 from .assemble import build_report
 from .calls import AdapterFailure, Caller
 from .contract import Contract
 from .hangs import HangLimits
-from .passes import Calls, Clock, Sizing, main_pass, probe_pass
-from .report import Report
+from .passes import PROBE_SHARE, Calls, Clock, Sizing, _reserve, main_pass, probe_pass
+from .plan_rows import Refit, allocate_rows, check_budget, demands_of, tv_rows
+from .report import RESOLUTION_FLOOR, Report
 from .run_plan import make_plan
 from .shards import Shard, fixed_rows, shard_report
 from .timings import Timings
@@ -66,6 +69,8 @@ def run_contract(
     progress: Callable[[str, float], None] | None = None,
     shard: tuple[int, int] | str | None = None,
     started: float | None = None,
+    tv: float | None = None,
+    resolution: float = RESOLUTION_FLOOR,
 ) -> Report:
     """Check one implementation under `contract` (engine/contract.py): `verify` is what the contract wraps into
     its adapter (a verify function, an adapter object, a pipeline).
@@ -78,8 +83,19 @@ def run_contract(
     started: the time.perf_counter() the budget counts from (default: now; the CLI gives its process's start).
     shard: (K, N) or "K/N": run only the K-th of N disjoint parts of the run (fixed rows needed) and return a
     ShardReport whose to_dict()["shard"] holds the counts; `shards.merge` sums N of them into the run's report.
+    tv: size every scenario so that each of its T2 checks detects this distance (TV for laws, in their own units
+    for rule checks) at power 0.999, from the scenario's own probabilities (plan_rows.tv_rows): the same N on every
+    machine. The run states beforehand how long it expects to take and, with a budget that cannot reach tv, stops
+    with BudgetTooSmall (a UsageError) before its main pass. Without a budget it takes what it needs.
+    resolution: a law check whose detectable TV is above this is "uninformative at this N", not passed.
+    Sized by time (no rows, no tv), the rows are allocated across scenarios from a timed warm-up call whose outputs
+    are not counted, to minimise the worst detectable distance (law checks first, to the resolution floor), and each
+    scenario's N is fixed before its main pass.
     """
-    if budget_seconds is None and rows is None:
+    tv, resolution = arguments.tv(tv), arguments.resolution(resolution)
+    if tv is not None and rows is not None:
+        raise BadArgument(f"tv={tv!r} and rows={rows!r}: give one (tv sizes the rows itself)")
+    if budget_seconds is None and rows is None and tv is None:
         budget_seconds = DEFAULT_BUDGET
     seed, alpha, rows = arguments.seed(seed), arguments.alpha(alpha), arguments.rows(rows)
     budget_seconds, scenarios = arguments.budget_seconds(budget_seconds), arguments.scenarios(scenarios)
@@ -90,7 +106,14 @@ def run_contract(
     timings = Timings()  # where the run's time goes (timings.py): report.json "timings"
     with timings.phase("plan"):
         plan = make_plan(adapter, scenarios, alpha, contract)  # plan: scenarios, checks, alpha split
+        if tv is not None:
+            rows = tv_rows(contract, adapter, plan, tv)  # from the plan alone: the same N on every machine
     sizing = _size(plan, budget_seconds, rows, part)  # size: a fixed N, or shares of the budget; a shard's chunks
+    sizing.allocated = (part is None and rows is None and budget_seconds is not None
+                        and demands_of(contract, adapter, plan) is not None)  # fmt: skip
+    sizing.warm = sizing.allocated or (tv is not None and part is None)  # N is fixed without chunk 0's outputs
+    record = {"mode": "tv" if tv is not None else "rows" if rows is not None else
+              "allocated" if sizing.allocated else "time", "tv": tv, "resolution_floor": resolution}  # fmt: skip
     clock = Clock.start(budget_seconds, started)
     tell = progress or _silent
     calls = Calls.start(plan.scenarios, seed, lambda s: contract.tally(adapter, s, seed))
@@ -99,6 +122,8 @@ def run_contract(
     with Caller(adapter, contract, limits=limits, timings=timings) as caller:
         try:
             probe_pass(caller, plan.scenarios, calls, seed, clock, tell, sizing.owns, sizing)  # one small call each
+            if not calls.stopped and part is None:
+                _fix_rows(caller, plan, calls, sizing, clock, tv, resolution, record, tell)  # N, before the main pass
             if not calls.stopped:
                 main_pass(caller, plan.scenarios, calls, seed, sizing, clock, tell)  # calls: the main pass
             with timings.phase("run_checks"):
@@ -114,15 +139,17 @@ def run_contract(
     if part is not None:
         report = shard_report(contract, adapter, plan, calls, run_results, run_not_run, shard=part,
                               rows=sizing.rows, seed=seed, budget_seconds=budget_seconds, alpha=alpha,
-                              wall_seconds=clock.elapsed)  # fmt: skip
+                              wall_seconds=clock.elapsed, resolution=resolution, sizing=record)  # fmt: skip
         if interrupted:
             report.mark_interrupted(interrupted)
         return report
     # checks, verdict, report
     with timings.phase("checks"):
         report = build_report(contract, adapter, plan, calls, run_results, run_not_run, seed=seed,
-                              budget_seconds=budget_seconds, alpha=alpha, wall_seconds=clock.elapsed)  # fmt: skip
+                              budget_seconds=budget_seconds, alpha=alpha, wall_seconds=clock.elapsed,
+                              resolution=resolution)  # fmt: skip
     report.timings = timings.record(clock.elapsed())
+    report.sizing = record
     if interrupted:
         report.mark_interrupted(interrupted)
     for name, fixed in calls.cut.items():  # --rows with a budget that cut them short: named in every output
@@ -140,6 +167,39 @@ def forced_edge_probe(caller: Caller, calls: Calls, seed: int):
     except AdapterFailure as failure:  # a hang under a forced state: the run's calls stop here
         calls.stopped = f"the run stopped calling the adapter after a hang in the edge probe ({failure})"
         return None
+
+
+def _fix_rows(caller, plan, calls, sizing: Sizing, clock: Clock, tv, resolution: float, record: dict,
+              tell) -> None:  # fmt: skip
+    """After the warm-up: a --tv run states the seconds it expects (and stops when its budget cannot reach tv); a run
+    sized by time gets its rows allocated (plan_rows.allocate_rows). Both fix every N before the main pass."""
+    left = clock.left() - (_reserve(caller, sizing.budget_seconds) if math.isfinite(clock.deadline) else 0.0)
+    if tv is not None:
+        expected = check_budget(tv, plan, calls, sizing.rows, left)
+        record.update(
+            expected_seconds=expected,
+            rows=dict(sizing.rows),
+            words=f"--tv {tv:g}: {sum(sizing.rows.values()):,} rows, from the scenarios' probabilities "
+            f"alone; the main pass should take about {expected:.0f} s at this machine's measured speed",
+        )
+        tell(f"sizing: {record['words']}", 0.1)
+    elif sizing.allocated:
+        allocation, probe_seconds = allocate_rows(caller.contract, caller.adapter, plan, calls, max(left, 0.0),
+                                                  resolution, PROBE_SHARE)  # fmt: skip
+        if allocation is None:
+            return
+        sizing.rows, sizing.probe_seconds = dict(allocation.rows), probe_seconds
+        costs = allocation.costs
+        sizing.order = lambda s: (not s.probe, costs[s.name][2] * allocation.rows[s.name] if s.name in costs else 0)
+        sizing.before = Refit(allocation, costs, clock, _reserve(caller, sizing.budget_seconds), resolution,
+                              sizing.rows)  # fmt: skip
+        record.update(rows=dict(allocation.rows), expected_seconds=allocation.seconds + (probe_seconds or 0.0),
+                      seconds_per_row=dict(calls.warmup), probe_seconds=probe_seconds, allocated_seconds=left,
+                      planned_law_tv=allocation.law_tv, planned_tv=allocation.tv,
+                      words=f"{sum(allocation.rows.values()):,} rows allocated from a timed warm-up (outputs not "
+                      f"counted) to reach law-check TV {allocation.law_tv:.3g} (every check {allocation.tv:.3g}) "
+                      "at power 0.999; each N fixed before its main pass")  # fmt: skip
+        tell(f"sizing: {record['words']}", 0.1)
 
 
 def _size(plan, budget_seconds: float, rows, part: Shard | None) -> Sizing:

@@ -31,7 +31,7 @@ from .contract import Contract
 from .counts import chunk_of
 from .fingerprint import fingerprint, words
 from .passes import Calls
-from .report import Report
+from .report import RESOLUTION_FLOOR, Report
 from .results import failure_details, t0_result
 from .run_plan import RunPlan, make_plan
 
@@ -92,9 +92,11 @@ class ShardReport(Report):
 
 def shard_report(contract: Contract, adapter, plan: RunPlan, calls: Calls, run_results: list, run_not_run: list, *,
                  shard: Shard, rows: dict, seed: int, budget_seconds: float, alpha: float,
-                 wall_seconds) -> ShardReport:  # fmt: skip
+                 wall_seconds, resolution: float = RESOLUTION_FLOOR,
+                 sizing: dict | None = None) -> ShardReport:  # fmt: skip
     """The certain checks this shard can decide, and its counts. Scenarios it ran no unit of carry no check."""
-    report = ShardReport(adapter, contract, seed=seed, budget_seconds=budget_seconds, alpha=alpha)
+    report = ShardReport(adapter, contract, seed=seed, budget_seconds=budget_seconds, alpha=alpha,
+                         resolution_floor=resolution, sizing=sizing or {})  # fmt: skip
     results = list(run_results)
     for s in plan.scenarios:
         tally, summary, failure = calls.tallies[s.name], calls.summary(s.name), calls.broken.get(s.name)
@@ -229,8 +231,9 @@ def merge_records(records: list[tuple[str, dict]], contract_named) -> tuple[Repo
     run_not_run = [CheckResult.from_dict(r) for r in shards[0]["run_not_run"]]
     wall = sum(record["wall_seconds"] for _, record in records)  # the shards' time, summed
     report = build_report(under, adapter, plan, merged, run_results, run_not_run, seed=first["seed"],
-                          budget_seconds=_total_budget(records), alpha=first["alpha"],
-                          wall_seconds=lambda: wall)  # fmt: skip
+                          budget_seconds=_total_budget(records), alpha=first["alpha"], wall_seconds=lambda: wall,
+                          resolution=first.get("resolution_floor", RESOLUTION_FLOOR))  # fmt: skip
+    report.sizing = first.get("sizing") or {}
     return report, first.get("spec")
 
 

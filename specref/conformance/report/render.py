@@ -25,7 +25,17 @@ from ..contracts import every_kind
 from ..engine import registry
 from ..engine.lossy_words import lossy_lines
 from ..engine.plan import describe
-from ..engine.report import RARE_EDGE, Report, count_statuses, counts_line, diagnosis_words
+from ..engine.report import (
+    RARE_EDGE,
+    RESOLUTION_FLOOR,
+    Report,
+    count_statuses,
+    counts_line,
+    diagnosis_words,
+    resolution_of,
+    resolution_words,
+    uninformative_words,
+)
 from .edges import markdown as edge_markdown
 from .plots import BAND_Z, PLOT_FILES, write_plots
 from .snippets import snippet
@@ -114,6 +124,14 @@ def render_markdown(record: dict) -> str:
         f"(T0 and run-level {len(t0)}, statistical T2 {len(tested_t2)} tested and "
         f"{len(t2) - len(tested_t2)} not tested).",
         "",
+        f"**Resolution: {resolution_words(record['verdict'], resolution_of(checks), counts)}.** Each law check's "
+        f"detectable TV is in the table below; a law check that detects no less than TV "
+        f"{record.get('resolution_floor', RESOLUTION_FLOOR):g} (the resolution floor, `--resolution`) is "
+        "uninformative at its N and not counted as passed.",
+        "",
+        *[f"- {uninformative_words(c)}" for c in checks if status(c) == "uninformative"],
+        *([f"- sizing: {record['sizing']['words']}"] if (record.get("sizing") or {}).get("words") else []),
+        "",
         f"- implementation: `{record.get('spec') or record['impl']}` ({adapter['kind']}; device {adapter['device']}, "
         f"dtype {adapter['dtype']}; "
         + (
@@ -126,15 +144,16 @@ def render_markdown(record: dict) -> str:
         f"- family-wise false-alarm probability {record['alpha']:g}: Bonferroni split over the {len(tested_t2)} "
         "tested T2 checks, re-verdicted by Holm; T0 checks are certain and spend none",
         "- detectable TV: not a measured deviation, but the total-variation distance (|p - p0| for rates, the mean "
-        "shift in tokens for mean_tau) each check detects with probability 0.999 at its N and alpha, bins merged by "
-        "expected counts included",
+        "shift in tokens for mean_tau) each check detects with probability 0.999 at its N and at its Bonferroni "
+        "alpha (the run's alpha over the planned family; the Holm threshold a check is verdicted at is never "
+        "smaller), bins merged by expected counts included",
         "- not tested: a check that cannot fail on this scenario (df 0, implied by a T0 check, no observations); it "
         "spends no alpha and is never counted as passed. Not run: a check that could not be computed; a failure",
     ]
     cut = [f"{name} ({sc['rows']:,} of {sc['rows_planned']:,})" for name, sc in record["scenarios"].items()
            if "rows_planned" in sc]  # fmt: skip
     if cut:
-        lines.append(f"- **cut short by the time budget** (rows of the fixed N asked): {', '.join(cut)}")
+        lines.append(f"- **cut short by the time budget** (rows run of the fixed N planned): {', '.join(cut)}")
     probe = record.get("probe") or {}
     if probe:
         if probe.get("detection_probability") is None:  # float64 uniforms: 2^-53, never in practice (edges/probe.py)
@@ -200,7 +219,13 @@ def _fmt(value, spec: str = ".3g") -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
 
 
-VERDICT_WORD = {"passed": "pass", "failed": "**FAIL**", "not run": "**FAIL** (not run)", "not tested": "not tested"}
+VERDICT_WORD = {
+    "passed": "pass",
+    "failed": "**FAIL**",
+    "uninformative": "uninformative at this N",
+    "not run": "**FAIL** (not run)",
+    "not tested": "not tested",
+}
 
 
 def _t2_table(t2: list[dict]) -> str:

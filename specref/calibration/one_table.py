@@ -1,0 +1,164 @@
+"""One table, three checks: what reject_rate and mean_tau buy beyond the accepted-count law (issue 33, item 8).
+
+    python -m specref.calibration.one_table [--tables 2000] [--out reports/one-table.md]
+
+On a context-free scenario the three checks read one table: the accepted count A of every row (reject_rate's
+reached and rejected counts and mean_tau's mean are functions of it), so they spend three alpha slots on nearly one
+question. Whether that is worth it is a question of power: against an alternative law of A, does the union of the
+three checks (each at its planned Bonferroni alpha) detect what accepted_length_law alone would not, even at the
+alpha of all three (3 alpha, what a single check would get were the slots merged)?
+
+Each alternative is a law of A under which the table is multinomial; `tables` tables are drawn from it (numpy,
+seeded) and the three real checks (chain/kinds.py's tests, on a chain Tally holding the table) are run on each.
+The powers are Monte Carlo estimates over those tables (standard error <= 0.5 / sqrt(tables)). Alternatives:
+  scaled      every position accepts with probability a(1 + d) (a lenient or strict acceptance)
+  position j  one position's reject rate moves by d (a kernel that mishandles position j), the others keep Z
+  last        the acceptance of the last draft moves by d (a bug at the chain's end, before the bonus)
+Each d is set so that accepted_length_law at 3 alpha has power about 0.5 (by bisection on the noncentral chi-square
+approximation), the range where the checks differ.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+import numpy as np
+from scipy import optimize
+from scipy.stats import ncx2
+
+from ..conformance.chain import laws
+from ..conformance.chain.contract import CONTRACT
+from ..conformance.chain.scenarios import SCENARIOS
+from ..conformance.chain.tally import Tally
+from ..conformance.engine import registry
+from ..conformance.engine.run_plan import make_plan
+from ..stats.power import rule_critical
+
+KINDS = ("accepted_length_law", "reject_rate", "mean_tau")
+SCENARIO = "cf_dense_g4"
+#: Rows of the design: a default 60 s run (law checks at TV 0.1) and a --tv 0.05 run (engine/plan_rows.tv_rows).
+ROWS = {"60 s default": 2_318, "--tv 0.05": 356_000}
+
+
+def _law_from_rates(reject: np.ndarray) -> np.ndarray:
+    """[g+1] law of A from per-position reject rates [g] given the position is reached."""
+    g = reject.size
+    law, reach = np.zeros(g + 1), 1.0
+    for i in range(g):
+        law[i] = reach * reject[i]
+        reach *= 1 - reject[i]
+    law[g] = reach
+    return law
+
+
+def alternatives(z: float, g: int) -> dict:
+    """name -> d -> law of A (module docstring)."""
+    a = 1 - z
+    out = {"scaled": lambda d: _law_from_rates(np.full(g, 1 - min(1.0, a * (1 + d))))}
+    for j in range(g):
+        out[f"position {j}"] = lambda d, j=j: _law_from_rates(np.where(np.arange(g) == j, min(1.0, z + d), z))
+    out["last"] = lambda d: _law_from_rates(np.where(np.arange(g) == g - 1, max(0.0, z - d), z))
+    return out
+
+
+def _noncentral_power(null: np.ndarray, alt: np.ndarray, n: int, alpha: float) -> float:
+    lam = n * float(((alt - null) ** 2 / null).sum())
+    df = null.size - 1
+    return float(ncx2.sf(rule_critical(alpha, df), df, lam))
+
+
+def _distance_at_half(null, family, n: int, alpha: float) -> float:
+    return float(optimize.brentq(lambda d: _noncentral_power(null, family(d), n, alpha) - 0.5, 1e-6, 0.5))
+
+
+def power_table(tables: int = 2000, seed: int = 0, rows: dict | None = None) -> list[dict]:
+    """One row per (design, alternative): the distance d and the measured power of each check, of their union, and
+    of accepted_length_law alone at 3 alpha (the alpha of the three slots merged)."""
+    sc = SCENARIOS[SCENARIO].given(CONTRACT.wrap(_any_verify()).dtype)
+    plan = make_plan(CONTRACT.wrap(_any_verify()), [SCENARIO], 1e-3, CONTRACT)
+    alphas = {kind: plan.alphas[f"{kind}[{SCENARIO}]"] for kind in KINDS}
+    z, g = float(laws.rejection_mass(sc, "exact")[0]), sc.gamma
+    null = laws.length_law(sc, 0, g, "exact")
+    rng = np.random.Generator(np.random.PCG64(seed))
+    out = []
+    for design, n in (rows or ROWS).items():
+        for name, family in alternatives(z, g).items():
+            d = _distance_at_half(null, family, n, 3 * alphas["accepted_length_law"])
+            law = family(d)
+            rejected = {kind: 0 for kind in (*KINDS, "union", "length at 3 alpha")}
+            for _ in range(tables):
+                counts = rng.multinomial(n, law / law.sum())
+                results = _checks(sc, counts, alphas)
+                fails = {kind: r.p_value <= alphas[kind] for kind, r in results.items()}
+                for kind in KINDS:
+                    rejected[kind] += fails[kind]
+                rejected["union"] += any(fails.values())
+                rejected["length at 3 alpha"] += results["accepted_length_law"].p_value <= 3 * alphas[
+                    "accepted_length_law"]  # fmt: skip
+            out.append({"design": design, "rows": n, "alternative": name, "d": d,
+                        **{k: v / tables for k, v in rejected.items()}})  # fmt: skip
+    return out
+
+
+def _any_verify():
+    from ..conformance.chain.adapters import builtin_adapters
+
+    return builtin_adapters()["batched"]()
+
+
+def _checks(sc, counts: np.ndarray, alphas: dict) -> dict:
+    """The three checks on a Tally holding `counts` [g+1] of A from full-draft rows (reached/rejected from it)."""
+    tally = Tally(sc)
+    g = sc.gamma
+    tally.length[0, g] = counts
+    tally.rows = int(counts.sum())
+    at_least = counts[::-1].cumsum()[::-1]  # rows with A >= i
+    tally.reached[:] = at_least[:g]
+    tally.rejected[:] = counts[:g]
+    form = {kind: registry.get(kind).forms["chain"] for kind in KINDS}
+    return {kind: form[kind].evaluate(tally, alphas[kind], "exact", f"{kind}[{sc.name}]") for kind in KINDS}
+
+
+def markdown(table: list[dict], tables: int) -> str:
+    se = 0.5 / math.sqrt(tables)
+    lines = [
+        "# One table, three checks (issue 33, item 8)",
+        "",
+        f"Generated by `python -m specref.calibration.one_table --tables {tables}` (specref/calibration/one_table.py)."
+        f" Scenario {SCENARIO}; each power is the share of {tables:,} multinomial tables of the accepted count, drawn "
+        f"from the alternative, on which the real check rejects at its planned Bonferroni alpha (standard error <= "
+        f"{se:.3f}). d is set so that accepted_length_law at 3 alpha (the three slots merged) has power about 0.5.",
+        "",
+        "| design (rows) | alternative | d | accepted_length_law | reject_rate | mean_tau | union of the three | "
+        "accepted_length_law at 3 alpha |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in table:
+        lines.append(f"| {r['design']} ({r['rows']:,}) | {r['alternative']} | {r['d']:.4g} | "
+                     f"{r['accepted_length_law']:.3f} | {r['reject_rate']:.3f} | {r['mean_tau']:.3f} | "
+                     f"{r['union']:.3f} | {r['length at 3 alpha']:.3f} |")  # fmt: skip
+    gain = [r for r in table if r["union"] > r["length at 3 alpha"] + 3 * se]
+    lines += ["", f"The union beats the merged single check by more than 3 standard errors on {len(gain)} of "
+              f"{len(table)} (design, alternative) pairs" + (": " + ", ".join(
+                  f"{r['alternative']} ({r['design']}: {r['union']:.2f} vs {r['length at 3 alpha']:.2f})"
+                  for r in gain) if gain else "") + "."]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m specref.calibration.one_table", description=__doc__.splitlines()[0])
+    p.add_argument("--tables", type=int, default=2000)
+    p.add_argument("--out", default=None, help="write the markdown table here (default: stdout)")
+    args = p.parse_args(argv)
+    text = markdown(power_table(args.tables), args.tables)
+    if args.out:
+        Path(args.out).write_text(text)
+    else:
+        print(text, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
