@@ -115,7 +115,7 @@ def test_demo_conforms_the_kernel_flags_the_mutant_and_writes_both_reports(tmp_p
             "Rare edge of transformers: accepts a zero-probability draft" in flat and "r_i <= probability_ratio" in flat
         )
     assert "the yardstick works" in flat and str(tmp_path / demo.MUTANT / "report.md") in out
-    shown = out[: out.index("Reports: ")].splitlines()  # the paths after it are as long as the folder given
+    shown = out[: out.index("Reports:")].splitlines()  # the paths after it are as long as the folder given
     assert max(map(len, shown)) <= demo.WIDTH == 100, max(shown, key=len)  # was 152-163 columns
 
     # the stated row probability r agrees with the violations the run counted

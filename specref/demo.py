@@ -108,7 +108,7 @@ def demo(args: argparse.Namespace) -> int:
         return EXIT_INTERNAL
     print(side_by_side(*reports, out=out))
     code, message = outcome(*(report for report, _ in reports))
-    print(textwrap.fill(message, WIDTH, break_long_words=False))
+    print(textwrap.fill(message, WIDTH, break_long_words=False, break_on_hyphens=False))
     return code
 
 
@@ -242,7 +242,14 @@ def side_by_side(kernel_pair: tuple, mutant_pair: tuple, *, out: Path) -> str:
         f"ran in both runs); the full run is `specref conform {kernel.adapter.name}` or `nox -s conformance`.",
         f"Reports: {kernel_paths['md']}  {mutant_paths['md']}",
     ]
-    lines += ["", *(line for text in prose for line in textwrap.wrap(text, WIDTH, break_long_words=False))]
+    lines += [
+        "",
+        *(
+            line
+            for text in prose
+            for line in textwrap.wrap(text, WIDTH, break_long_words=False, break_on_hyphens=False)
+        ),
+    ]
     return "\n".join(lines)
 
 
