@@ -37,20 +37,6 @@ CONTROLS = [("mss", "dedup"), ("mss", "topk"), ("rsd", "topk")]
 BUDGET = 3000
 
 
-@st.composite
-def shapes(draw, max_width: int = 3, max_depth: int = 3):
-    """A ragged tree shape: the root has 1..max_width children, deeper nodes 0..max_width, up to max_depth."""
-    depth = draw(st.integers(1, max_depth), label="depth")
-
-    def node(level: int):
-        if level == depth:
-            return ()
-        width = draw(st.integers(1 if level == 0 else 0, max_width))
-        return tuple(node(level + 1) for _ in range(width))
-
-    return node(0)
-
-
 def _cost(shape, vocab_size: int) -> int:
     """Paths the node-by-node enumeration visits, roughly: V^K drafts times K + V outcomes per node and context."""
     here = vocab_size ** len(shape) * (len(shape) + vocab_size)
@@ -79,7 +65,7 @@ def _models(data, vocab_size: int):
 @settings(max_examples=10)
 @given(data=st.data())
 def test_tree_cycle_law_is_target_law(rule, scheme, data):
-    shape = data.draw(shapes(), label="shape")
+    shape = data.draw(sst.tree_shapes(), label="shape")
     target, draft = _models(data, _vocab_for(shape))
     event(f"depth {drafting.shape_depth(shape)}, widest {_widest(shape)}, V {target(()).__len__()}")
     law = exact_tree.tree_cycle_law(target, draft, (), shape, scheme, rule)
@@ -122,7 +108,7 @@ def test_mss_per_node_acceptance_closed_form(data):
 @given(data=st.data())
 def test_deterministic_tree_expected_accepted_is_sum_of_path_probabilities(data):
     """target_only (and sample_match, equal in law) on top-k trees: E[accepted] = sum_v p(path to v)."""
-    shape = data.draw(shapes(), label="shape")
+    shape = data.draw(sst.tree_shapes(), label="shape")
     target, draft = _models(data, 5)  # top-k drafting has no randomness: V costs little
     _, _, tokens, parents = drafting.draft_tree(target, draft, (), shape, "topk", rng=None)
     paths = {}

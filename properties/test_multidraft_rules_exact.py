@@ -25,19 +25,6 @@ from specref.reference.drafting import chain_shape
 pytestmark = pytest.mark.exact
 
 
-@st.composite
-def small_shapes(draw, max_width: int = 2, max_depth: int = 3):
-    depth = draw(st.integers(1, max_depth), label="depth")
-
-    def node(level: int):
-        if level == depth:
-            return ()
-        width = draw(st.integers(1 if level == 0 else 0, max_width))
-        return tuple(node(level + 1) for _ in range(width))
-
-    return node(0)
-
-
 def _models(data, vocab_size: int):
     if data.draw(st.booleans(), label="context-free"):
         p, q = data.draw(sst.pairs(vocab_size, exact=True), label="target_probs, draft_probs")
@@ -50,7 +37,7 @@ def _models(data, vocab_size: int):
 @settings(max_examples=10, deadline=None)
 @given(data=st.data())
 def test_cycle_law_is_target_law(rule, scheme, data):
-    shape = data.draw(small_shapes(), label="shape")
+    shape = data.draw(sst.tree_shapes(max_width=2), label="shape")
     target, draft = _models(data, 3)
     law = exact_tree.tree_cycle_law(target, draft, (), shape, scheme, rule)
     assert all(isinstance(prob, Fraction) for prob in law.values()) and sum(law.values()) == 1

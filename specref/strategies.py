@@ -150,3 +150,18 @@ def context_models(draw, vocab_size: int | None = None, *, exact: bool = False, 
         return MarkovTable(order, rows)
 
     return table(), table()
+
+
+@st.composite
+def tree_shapes(draw, max_width: int = 3, max_depth: int = 3):
+    """A ragged tree shape (nested tuples of children): the root has 1..max_width children, deeper nodes
+    0..max_width, up to max_depth levels."""
+    depth = draw(st.integers(1, max_depth), label="depth")
+
+    def node(level: int):
+        if level == depth:
+            return ()
+        width = draw(st.integers(1 if level == 0 else 0, max_width), label=f"width at level {level}")
+        return tuple(node(level + 1) for _ in range(width))
+
+    return node(0)

@@ -6,9 +6,8 @@ tests, is certain (decided by one counter-example), or cannot fail and says why 
 
 from __future__ import annotations
 
-from ..engine import registry
-from ..engine.plan import Plan
-from ..engine.registry import CERTAIN, CHAIN, TEST
+from ..engine.plan import Plan, plan_of
+from ..engine.registry import CHAIN
 from .kinds import DECLARED as _DECLARED  # noqa: F401 -- the chain kinds a plan asks
 from .scenarios import SCENARIOS, Scenario
 
@@ -24,16 +23,7 @@ def scenarios_for(adapter) -> list[Scenario]:
 
 def plan_for(scenario: Scenario, rule: str = "exact") -> Plan:
     """The checks of one scenario, from its rows (as given) and the rule alone: every chain T2 kind's predicate."""
-    out = Plan()
-    for kind in registry.for_contract(CHAIN, "T2"):
-        decision = kind.forms[CHAIN].plan(scenario, rule)
-        if decision == TEST:
-            out.tested.append(kind.name)
-        elif decision == CERTAIN:
-            out.certain.append(kind.name)
-        elif decision is not None:
-            out.skipped[kind.name] = decision
-    return out
+    return plan_of(CHAIN, scenario, rule)
 
 
 __all__ = ["plan_for", "scenarios_for"]

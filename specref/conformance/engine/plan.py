@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import registry
-from .registry import CHAIN, CONTRACT, LAW, RULE
+from .registry import CERTAIN, CHAIN, CONTRACT, LAW, RULE, TEST
 
-__all__ = ["CONTRACT", "LAW", "RULE", "Plan", "describe", "family_of"]
+__all__ = ["CONTRACT", "LAW", "RULE", "Plan", "describe", "family_of", "plan_of"]
 
 
 def family_of(kind: str) -> str:
@@ -42,3 +42,17 @@ class Plan:
     tested: list[str] = field(default_factory=list)
     certain: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
+
+
+def plan_of(contract: str, scenario, rule: str) -> Plan:
+    """The checks of one scenario under `rule`: every T2 kind of `contract` asked by its plan predicate (registry)."""
+    out = Plan()
+    for kind in registry.for_contract(contract, "T2"):
+        decision = kind.forms[contract].plan(scenario, rule)
+        if decision == TEST:
+            out.tested.append(kind.name)
+        elif decision == CERTAIN:
+            out.certain.append(kind.name)
+        elif decision is not None:
+            out.skipped[kind.name] = decision
+    return out

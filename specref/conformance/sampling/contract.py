@@ -17,10 +17,8 @@ processors); sampling runs are not sharded.
 from __future__ import annotations
 
 from ..edges.probe import not_shown
-from ..engine import registry
 from ..engine.contract import Contract
-from ..engine.plan import Plan
-from ..engine.registry import CERTAIN, TEST
+from ..engine.plan import Plan, plan_of
 from ..engine.run_checks import run_checks
 from .adapters import REFERENCES, SamplingAdapter, as_sampling_adapter
 from .coupling import sampling_coupling
@@ -71,17 +69,7 @@ class SamplingContract(Contract):
         return kept.bound(adapter.target_law(), adapter.law_key, adapter.dtype)
 
     def plan(self, adapter: SamplingAdapter, scenario: Scenario) -> Plan:
-        scenario = self.bind(adapter, scenario)
-        out = Plan()
-        for kind in registry.for_contract(SAMPLING, "T2"):
-            decision = kind.forms[SAMPLING].plan(scenario, adapter.rule)
-            if decision == TEST:
-                out.tested.append(kind.name)
-            elif decision == CERTAIN:
-                out.certain.append(kind.name)
-            elif decision is not None:
-                out.skipped[kind.name] = decision
-        return out
+        return plan_of(SAMPLING, self.bind(adapter, scenario), adapter.rule)
 
     def tally(self, adapter: SamplingAdapter, scenario: Scenario, seed: int) -> SamplingTally:
         scenario = self.bind(adapter, scenario)
