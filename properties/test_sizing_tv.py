@@ -201,3 +201,18 @@ def test_one_costly_scenario_does_not_drag_the_others_below_the_floor():
     allocation = allocate(costs, seconds, RESOLUTION_FLOOR)
     assert allocation.rows["a"] >= need and allocation.rows["b"] >= need
     assert worst([law], allocation.rows["c"]) > RESOLUTION_FLOOR and allocation.seconds <= seconds * 1.001
+
+
+def test_the_stated_power_is_the_checks_own():
+    """Every "power 0.999" specref prints (report.POWER, the rule fit's words, the sizing) is 1 - the beta its stats
+    tests compute their detectable distances at."""
+    import inspect
+
+    from specref.conformance.engine import fit, report, sizing
+    from specref.stats import gof, rates, strata
+
+    tests = (gof.chisquare_gof, gof.discrete_law, rates.binomial_rate, rates.binomial_positions,
+             strata.chisquare_strata)  # fmt: skip
+    assert {inspect.signature(t).parameters["beta"].default for t in tests} == {sizing.BETA}
+    assert report.POWER == 1 - sizing.BETA
+    assert f"power {1 - sizing.BETA:g})" in fit.fit_words({"k": {"distance": "TV", "worst": 0.05}})

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from . import registry
+from .sizing import BETA
 
 
 def ruled_out(results) -> dict[str, dict]:
@@ -32,7 +33,7 @@ def ruled_out(results) -> dict[str, dict]:
     return out
 
 
-def fit_words(ruled: dict[str, dict], power: float = 0.999) -> str:
+def fit_words(ruled: dict[str, dict], power: float = 1 - BETA) -> str:
     """The deviations a matching rule's checks rule out, in words (power `power` at each check's alpha)."""
     if not ruled:
         return "no deviation bound stated (no statistical rule check with power)"

@@ -18,6 +18,7 @@ from .failure_words import defect_words, example_words
 from .fit import fit_words
 from .lossy_words import lossy_lines
 from .plan import LAW, RULE, describe, family_of
+from .sizing import BETA
 
 CONFORMING, NON_CONFORMING, LOSSY = "conforming", "non-conforming", "lossy by configuration"
 #: Only the forced edge probe failed (family "edge", edges/probe.py): non-conforming by default (exit 1),
@@ -109,8 +110,8 @@ def counts_line(counts: dict[str, int]) -> str:
             f"at this N, {counts['not run']} not run, {counts['not tested']} not tested (could not fail)")  # fmt: skip
 
 
-#: The power every detectable distance is stated at (the checks' beta = 1e-3).
-POWER = 0.999
+#: The power every detectable distance is stated at (sizing.BETA: the checks' own beta).
+POWER = 1 - BETA
 #: A law check whose detectable TV at its N is above this is "uninformative at this N" (default of --resolution).
 RESOLUTION_FLOOR = 0.1
 

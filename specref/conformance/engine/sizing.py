@@ -36,7 +36,8 @@ from ...stats.bennett import detectable_shift
 from ...stats.power import min_count_thinned, min_num_samples_thinned
 from ...stats.size import E_LADDER, MAX_DF
 
-#: The power every sizing is for (the checks' beta = 1e-3).
+#: The checks' beta: every detectable distance is stated, and every sizing made, at power 1 - BETA (the default beta
+#: of the stats tests the checks run; test_sizing_tv holds the two together).
 BETA = 1e-3
 #: A check's draws are sized at their mean less this many standard deviations (a shortfall: ~3e-7 per check).
 Z_MARGIN = 5.0
