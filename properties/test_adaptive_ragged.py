@@ -3,8 +3,8 @@ verify per row (properties/external_impls/adaptive_confidence.py: a confidence r
 declares `adaptive`, returns the drafts it used, and the harness holds its laws to those rows.
 
 Statistical tier. False alarm: the conforming run failing, at most its alpha, alpha_for("adaptive", 1) (budget.py).
-Power: the same verifier without the declaration verifies 1 draft of cf_dense_g4's 4 and is flagged (mean_tau and
-accepted_length_law see accepted drafts ~0.3x the expected at 20,000 rows: p far below 1e-6). Certain: a verifier
+Power: the same verifier without the declaration verifies 1 draft of cf_dense_g4's 4 and is flagged (accepted_length_law
+sees accepted drafts ~0.3x the expected at 20,000 rows: p far below 1e-6). Certain: a verifier
 claiming more drafts used than it was given is malformed.
 """
 

@@ -106,7 +106,7 @@ def test_block_plans_out_the_reject_rate_and_keeps_its_certain_check():
     pass; where p == q block never stops early either, so one rejection still fails it outright."""
     dense = plan_for(SCENARIOS["cf_dense_g4"], "block")
     assert "reject_rate" not in dense.tested and "1 - E_q[b_{i+1}] / E_q[b_i]" in dense.skipped["reject_rate"]
-    assert {"accepted_length_law", "correction_law", "mean_tau", "bonus_law"} <= set(dense.tested)
+    assert {"accepted_length_law", "correction_law", "bonus_law"} <= set(dense.tested)
     assert plan_for(SCENARIOS["cf_equal_g8"], "block").certain == ["reject_rate"]
     assert "reject_rate" in plan_for(SCENARIOS["cf_dense_g4"], "exact").tested  # the token rule keeps it
 

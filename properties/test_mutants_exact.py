@@ -28,7 +28,6 @@ CHECK_NAMES = {
     "bonus_law",
     "reject_rate",
     "accepted_length_law",
-    "mean_tau",
     "row_independence",
     "reproducibility",
     "batch_composition",

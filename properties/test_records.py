@@ -177,7 +177,7 @@ def test_kinds_are_declared_once_with_a_known_family_and_the_mutants_name_only_d
     for name, caught in CAUGHT_BY.items():
         assert caught <= set(kinds), name
     with pytest.raises(ValueError, match="declared twice"):
-        registry.declare(registry.CheckKind("mean_tau", registry.RULE, "T2", "again"))
+        registry.declare(registry.CheckKind("accepted_length_law", registry.RULE, "T2", "again"))
     with pytest.raises(ValueError, match="undeclared check kinds"):
         registry.check_caught_by("m", ["first_token_law", "no_such_check"])
     with pytest.raises(ValueError, match="'nope\\[' is not 'kind'"):

@@ -1,7 +1,8 @@
 """T1: the power statements hold exactly on the cases they were found wrong on (issue 20 item 4).
 
-mean_tau states the mean shift its Bennett test detects with probability 0.999. That shift used to be computed with
-the null's variance; under the alternative the variance is the alternative's own. Here the power is computed from
+The Bennett test of a mean (stats.mean_ci, method "bennett"; the mean_tau check's until tau became a derived number,
+chain/tau.py) states the mean shift it detects with probability 0.999. That shift used to be computed with the
+null's variance; under the alternative the variance is the alternative's own. Here the power is computed from
 the exact law of the sum of tau under the alternative (an n-fold convolution), nothing is simulated.
 """
 
@@ -152,12 +153,3 @@ def test_miss_bound_survives_rounding_at_the_end_of_the_range():
     assert 0 < bennett.detectable_shift(2048, 1e-5, BETA, mu0, 0.5, 1.0, 6.0) < 1
     with pytest.raises(ValueError, match="shift="):
         bennett.miss_bound(2048, mu0, -5.5, h, 1.0, 6.0)
-
-
-def test_every_scenario_running_mean_tau_has_one_start_state():
-    """The power family is every law of tau on [1, g + 1] with the test's centre fixed: true for rows from one start
-    state. Several start states would centre each row on its own state's mean and widen the range of tau - m."""
-    from specref.conformance.chain.plan import plan_for
-
-    running = [sc for sc in SCENARIOS.values() if "mean_tau" in plan_for(sc, "exact").tested]
-    assert running and all(len(sc.starts) == 1 for sc in running), [sc.name for sc in running if len(sc.starts) > 1]

@@ -168,10 +168,6 @@ def pooled_distance(s: Scenario, kind: str, pooled: dict) -> float:
         return _tv(pooled["first.observed"], pooled["first.expected"])
     if kind == "accepted_length_law" and "length.observed" in pooled:
         return _tv(pooled["length.observed"], pooled["length.expected"])
-    if kind == "mean_tau" and "length.observed" in pooled:
-        observed, expected = pooled["length.observed"], pooled["length.expected"]
-        tau = np.arange(1, len(observed) + 1)
-        return float(abs(observed @ tau / observed.sum() - expected @ tau / expected.sum()))
     if kind == "reject_rate" and "reject.reached" in pooled:
         reached, rejected = pooled["reject.reached"], pooled["reject.rejected"]
         used = reached > 0

@@ -22,7 +22,7 @@ from ..engine.plan import Plan
 from ..engine.registry import CHAIN
 from ..engine.report import detection_words
 from ..engine.run_checks import run_checks
-from . import laws, snippet
+from . import laws, snippet, tau
 from .adapters import REFERENCES, Adapter, as_adapter
 from .coupling import chain_coupling
 from .demand import demands
@@ -101,7 +101,9 @@ class ChainContract(Contract):
         return probe_summary(scenario, tally, adapter)
 
     def describe(self, adapter: Adapter, scenario: Scenario, tally: Tally, failure) -> dict:
-        return {"features": scenario.features, "gamma": scenario.gamma}
+        record = {"features": scenario.features, "gamma": scenario.gamma}
+        derived = tau.estimate(scenario, tally, adapter.rule)
+        return {**record, "tau": derived} if derived else record
 
     def plot_series(self, tally: Tally) -> dict | None:
         # identical rows share one fixed draft, so their token laws are not p: nothing to plot against p

@@ -6,7 +6,6 @@ probability 1/len(starts) and, ragged, draw num_draft ~ U{0..g}; the accepted co
   the correction law                           P(A < num_draft)
   the bonus law                                P(A = num_draft)
   the reject rate at position i                P(num_draft > i, A >= i)   (one exact binomial test per position)
-  mean tau                                     the full-draft rows (num_draft = g)
   row independence                             half the rows (pairs of rows)
   the joint law                                every sequence (a joint scenario's rows are its sequences)
 Degrees of freedom are the unmerged ones (support sizes less one, summed over strata), which bound the merged.
@@ -17,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine.joint import JOINT_TOKENS
-from ..engine.sizing import Demand, mean_demand, rate_demand, tv_demand
+from ..engine.sizing import Demand, rate_demand, tv_demand
 from . import laws
 from .kinds import _df
 
@@ -72,11 +71,6 @@ def demands(sc, rule: str, tested: list[str], alphas: dict[str, float]) -> list[
             z = float(laws.rejection_mass(sc, rule)[0])
             tested_positions = max(1, int((reached > 0).sum()))  # Bonferroni over the positions with a test
             out += [rate_demand(check, float(f), alpha / tested_positions, z) for f in reached if f > 0]
-        elif kind == "mean_tau":
-            law = laws.length_law(sc, int(sc.starts[0]), sc.gamma, rule)
-            tau = np.arange(1, sc.gamma + 2)
-            mean = float(law @ tau)
-            out.append(mean_demand(check, 1.0, alpha, mean, float(law @ (tau - mean) ** 2), 1.0, sc.gamma + 1.0))
         elif kind == "row_independence":
             out.append(tv_demand(check, 0.5, alpha, sc.vocab_size**2 - 1))  # the support depends on the seed's drafts
         elif kind == "joint_law":

@@ -7,21 +7,19 @@ or 1, and two checks of one statistic (the correction is the first token when ev
 1; at g = 1 the accepted count is the reject indicator). A rate of exactly 0 is a certain check: one event fails it.
 
 Tests read a Tally's counters (chain/tally.Tally); the counts are rule-free, only the expected laws depend on `rule`.
+The mean tokens per cycle is a function of the accepted-count table accepted_length_law tests: it is derived, not
+tested (tau.py, reports/one-table.md).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ...stats import binomial_positions, chisquare_gof, chisquare_strata, mean_ci
+from ...stats import binomial_positions, chisquare_gof, chisquare_strata
 from ...stats import not_tested as _not_tested
 from ..engine.joint import JOINT_TOKENS
 from ..engine.registry import CERTAIN, CHAIN, CONTRACT, EDGE, LAW, RULE, TEST, CheckKind, Form, declare, for_contract
 from . import laws
-
-#: Floor on Var(tau) in mean_tau: the float rounding of the expected laws (see _mean_tau).
-VARIANCE_FLOOR = 1e-12
-#: Tokens of the joint law (the first n tokens over repeated cycles).
 
 ONE_HOT_FIRST = "implied by T0 (t0_zero_prob_emitted: the first target row is one-hot)"
 
@@ -110,14 +108,6 @@ def _length_plan(sc, rule):
     return TEST
 
 
-def _mean_tau_plan(sc, rule):
-    if not _single(sc) or sc.ragged:
-        return None
-    if not _random_length(sc, rule):
-        return "not tested: the accepted count is certain (Z is 0 or 1)"
-    return "same statistic as the accepted count (g = 1)" if sc.gamma == 1 else TEST
-
-
 # --- tests ---------------------------------------------------------------------------------------------------------
 
 
@@ -161,32 +151,6 @@ def _length_law(t, alpha, rule, name):
     result.details.update(
         observed=observed[used].sum(0).tolist(), expected=(expected[used].T @ observed[used].sum(1)).tolist()
     )
-    return result
-
-
-def _mean_tau(t, alpha, rule, name):
-    sc = t.scenario
-    counts = t.length[:, sc.gamma, :]  # full-draft rows: [start state, A]
-    n = int(counts.sum())
-    if n < 2:
-        return no_data(name)
-    tau = np.arange(1, sc.gamma + 2)
-    expected_mean, variance = 0.0, 0.0
-    for s in np.flatnonzero(counts.sum(1)):
-        law = laws.length_law(sc, s, sc.gamma, rule)
-        m = float(law @ tau)
-        expected_mean += counts[s].sum() * m / n
-        variance += counts[s].sum() * float(law @ (tau - m) ** 2) / n
-    total = float(counts.sum(0) @ tau)
-    total_sq = float(counts.sum(0) @ tau**2)
-    # A tau that is certain up to float rounding of the laws (p == q gives Z ~ 1e-16, not 0) has a variance of
-    # that order; floor it so rounding is not read as a deviation. A real one moves the mean by >= 1/n >> 1e-6.
-    variance = max(variance, VARIANCE_FLOOR)
-    # Bennett, not the normal interval: tau is often almost always g + 1 (tiny Z), a law so skewed that the
-    # normal tail at the per-check alpha (~1e-5) is several times too small (calibration: 4.7x at the run level).
-    result = mean_ci(summary=(n, total, total_sq), expected_mean=expected_mean, alpha=alpha, name=name,
-                     known_variance=variance, bounds=(1, sc.gamma + 1), method="bennett")  # fmt: skip
-    result.details["theory"] = "tau = (1 - a^(g+1)) / (1 - a) for context-free laws; exact DP otherwise"
     return result
 
 
@@ -268,10 +232,6 @@ declare(CheckKind("reject_rate", RULE, "T2", "P(reject at i | reached i) equals 
 declare(CheckKind("accepted_length_law", RULE, "T2", "accepted-count law equals the rule's exact law", statistic=X2,
                   bins="accepted count", strata="(start state, num_draft)", plot="length",
                   forms={CHAIN: Form(_length_plan, _length_law, ("length",))}))  # fmt: skip
-declare(CheckKind("mean_tau", RULE, "T2", "mean tokens per cycle equals the rule's closed form",
-                  statistic="mean shift of tau (Bennett bound)", bins="tokens per cycle",
-                  distance="mean shift in tokens per cycle", power="normal mean",
-                  forms={CHAIN: Form(_mean_tau_plan, _mean_tau, ("length",))}))  # fmt: skip
 declare(CheckKind("row_independence", RULE, "T2", "identical rows in one call give independent outputs, each "
                   "following the rule", statistic="Pearson X^2 (exact binomial count on 2 bins)",
                   bins="token pair (row 2j, row 2j+1)",

@@ -143,8 +143,8 @@ def render_markdown(record: dict) -> str:
         f"{rows:,} rows over {len(record['scenarios'])} scenarios",
         f"- family-wise false-alarm probability {record['alpha']:g}: Bonferroni split over the {len(tested_t2)} "
         "tested T2 checks, re-verdicted by Holm; T0 checks are certain and spend none",
-        "- detectable TV: not a measured deviation, but the total-variation distance (|p - p0| for rates, the mean "
-        "shift in tokens for mean_tau) each check detects with probability 0.999 at its N and at its Bonferroni "
+        "- detectable TV: not a measured deviation, but the total-variation distance (|p - p0| for rates) each check "
+        "detects with probability 0.999 at its N and at its Bonferroni "
         "alpha (the run's alpha over the planned family; the Holm threshold a check is verdicted at is never "
         "smaller), bins merged by expected counts included",
         "- not tested: a check that cannot fail on this scenario (df 0, implied by a T0 check, no observations); it "
@@ -202,12 +202,23 @@ def render_markdown(record: dict) -> str:
         lines += ["## Plots", "", f"Observed (dots) against expected, with pointwise bands of +-{BAND_Z} binomial "
                   "standard deviations around the expected value (vocabularies up to 64 tokens).", ""]  # fmt: skip
         lines += [f"![{name}]({name})" for name in plots] + [""]
-    lines += ["## Scenarios", "", "| scenario | description | g | V | rows | rows/s |", "|---|---|---:|---:|---:|---:|"]
+    lines += ["## Scenarios", "", TAU_WORDS, "", "| scenario | description | g | V | rows | rows/s | tau [CI] vs rule "
+              "|", "|---|---|---:|---:|---:|---:|---|"]  # fmt: skip
     for name, s in record["scenarios"].items():
         rate, gamma = s.get("rows_per_second"), _fmt(s.get("gamma"), "d")
         lines.append(f"| {name} | {_cell(s['description'])} | {gamma} | {s['vocab_size']} | {s['rows']:,} | "
-                     f"{'-' if rate is None else f'{rate:,.0f}'} |")  # fmt: skip
+                     f"{'-' if rate is None else f'{rate:,.0f}'} | {_tau(s.get('tau'))} |")  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+TAU_WORDS = ("tau: mean tokens per cycle of the full-draft rows, derived from the accepted-count table "
+             "accepted_length_law tests (no test, no alpha), with its Hoeffding interval (valid for every law of "
+             "tau), against the rule's value.")  # fmt: skip
+
+
+def _tau(tau: dict | None) -> str:
+    return f"{tau['observed']:.3f} [{tau['ci'][0]:.3f}, {tau['ci'][1]:.3f}] ({tau['level']:.0%}) vs " \
+        f"{tau['theory']:.3f}" if tau else "-"  # fmt: skip
 
 
 def _cell(text: str) -> str:

@@ -16,6 +16,7 @@ processors); sampling runs are not sharded.
 
 from __future__ import annotations
 
+from ..chain import tau
 from ..edges.probe import not_shown
 from ..engine.contract import Contract
 from ..engine.plan import Plan, plan_of
@@ -94,8 +95,10 @@ class SamplingContract(Contract):
         return not_shown(NOT_SHOWN)
 
     def describe(self, adapter, scenario: Scenario, tally, failure) -> dict:
-        return {"gamma": scenario.gamma, "requests": [repr(c.params) for c in scenario.components],
-                "law": adapter.law_key}  # fmt: skip
+        record = {"gamma": scenario.gamma, "requests": [repr(c.params) for c in scenario.components],
+                  "law": adapter.law_key}  # fmt: skip
+        derived = tau.estimate(tally.scenario, tally, adapter.rule)  # the chain's kinds on the processed laws
+        return {**record, "tau": derived} if derived else record
 
     def adapter_record(self, adapter: SamplingAdapter) -> dict:
         return {"chain": adapter.chain, "law": None if adapter.law is None else adapter.law_key,
