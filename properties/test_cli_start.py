@@ -85,6 +85,30 @@ def test_a_usage_error_answers_at_once_without_importing_torch(tmp_path, python_
     assert not (tmp_path / REPORTS).exists()
 
 
+@pytest.mark.parametrize("impl", ["batched", "tree-mss", "torchy.py:verify"])
+def test_an_unknown_scenario_is_refused_before_torch_loads(tmp_path, python_start, impl):
+    """For a built-in (its contract's names) and for a verifier file that imports torch (every verify-level
+    contract's names: its kind is read when it loads): the names come from the catalogues' source
+    (conformance/scenario_names.py), so neither the file nor torch is imported to refuse it."""
+    (tmp_path / "torchy.py").write_text("import torch\n\n\ndef verify(target_probs, draft_probs, draft_tokens, "
+                                        "generator):\n    return torch.zeros(1)\n")  # fmt: skip
+    args = ["conform", impl, "--scenarios", "nope"]
+    seconds, result = specref(*args, cwd=tmp_path)
+    assert result.returncode == 2 and "--scenarios: 'nope' is unknown" in result.stderr, result.stderr
+    assert ("tree_star_cf" in result.stderr) == (impl != "batched"), result.stderr  # the names it was held to
+    assert seconds < RATIO * python_start, f"{seconds:.2f} s = {seconds / python_start:.1f} x python's start"
+    assert imports_after(args, tmp_path) == []
+
+
+def test_the_scenario_names_read_without_torch_are_the_built_catalogues():
+    from specref.conformance.contracts import contract
+    from specref.conformance.scenario_names import VERIFY_LEVEL, names
+
+    assert set(VERIFY_LEVEL) == {"chain", "tree", "sampling"}
+    for name in VERIFY_LEVEL:
+        assert names(name) == tuple(contract(name).catalogue()), name
+
+
 def test_list_answers_at_once_without_warnings_or_engines(tmp_path, python_start):
     env = {**ENV, "PYTHONWARNINGS": "always"}  # any warning raised would be shown
     seconds, result = specref("conform", "--list", cwd=tmp_path, env=env)

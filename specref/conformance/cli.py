@@ -39,7 +39,7 @@ from ..folders import writing
 from ..outputs import REPORTS, default_folder
 from .contracts import PIPELINE, contract, contract_of
 from .engine.progress import ProgressBar
-from .resolve import absolute_spec, list_builtins, resolve, select_scenarios
+from .resolve import absolute_spec, check_scenario_names, list_builtins, resolve, select_scenarios
 
 EXIT_CONFORMING, EXIT_NON_CONFORMING, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 #: Ctrl-C (SIGINT): the shell's 128 + 2; the run's partial report is written first when there is one.
@@ -133,8 +133,7 @@ def _conform(args: argparse.Namespace) -> int:
         arguments.alpha(args.alpha, "--alpha")
         arguments.rows(args.rows, "--rows")
         arguments.seed(args.seed, "--seed")
-        if args.scenarios is not None:
-            arguments.scenarios(args.scenarios, "--scenarios")
+        check_scenario_names(args.impl, args.scenarios, tree=getattr(args, "tree", False))  # before torch loads
         if args.shard is not None:
             _check_shard(args.shard, args.rows)
         for folder, flag, given in ((args.report, "--report", None), (_json_folder(args.json), "--json", args.json)):

@@ -19,9 +19,10 @@ import sys
 from pathlib import Path
 
 from .. import arguments
-from ..builtins import BY_NAME, listing
+from ..builtins import BY_NAME, CONTRACTS, listing
 from ..errors import UsageError
 from ..extras import TORCH, require
+from . import scenario_names
 from .load_guard import Deferred, load_guarded, rehearse
 
 CHAIN_ARGS = ("target_probs", "draft_probs", "draft_tokens", "generator")
@@ -318,6 +319,21 @@ def _check_signature(verify, spec: str, expected: tuple[str, ...] = CHAIN_ARGS) 
 # --- --scenarios -----------------------------------------------------------------------------------------------------
 
 
+def check_scenario_names(spec: str, names: str | list | None, tree: bool = False) -> None:
+    """Refuse an unknown --scenarios name before IMPL or torch loads (scenario_names: read from the catalogues'
+    source). A built-in's or --tree's contract is known here; a file's kind is read when it loads, so its names are
+    held to every verify-level contract now and to its own contract by select_scenarios after the load."""
+    if names is None:
+        return
+    wanted = arguments.scenarios(names, "--scenarios")
+    kind = BY_NAME[spec].kind if spec in BY_NAME else "tree" if tree else None
+    if kind == "pipeline":
+        raise UsageError("--scenarios applies to verify-level adapters, not to pipelines")
+    contracts = scenario_names.VERIFY_LEVEL if kind is None else tuple(
+        row.name for row in CONTRACTS if row.kind == kind)  # fmt: skip
+    scenario_names.check_known(wanted, contracts)
+
+
 def select_scenarios(adapter, names: str | list | None) -> list[str] | None:
     """The --scenarios list (a comma-separated string or a list), validated against the scenarios the adapter's
     capabilities allow."""
@@ -343,4 +359,4 @@ def select_scenarios(adapter, names: str | list | None) -> list[str] | None:
     return wanted
 
 
-__all__ = ["UsageError", "list_builtins", "resolve", "select_scenarios"]
+__all__ = ["UsageError", "check_scenario_names", "list_builtins", "resolve", "select_scenarios"]
