@@ -4,10 +4,11 @@ specref is not installed in the test environment, so the `pytest11` entry point 
 loads the plugin with `-p specref.pytest_plugin`, and one test checks that pyproject.toml declares the entry point.
 Each inner run uses fixed rows (--specref-rows) and one or two scenarios, so it takes seconds.
 
-False alarms: two inner runs must pass their statistical checks (the batched engine through --specref-impl with
-settings from [tool.specref], and through the specref_conformance fixture). They run at family-wise alpha 1e-9
-each, so this file's false-alarm probability is at most 2e-9; it takes no share of properties/budget.py (whose
-"conformance" share is spent by test_conformance_cli.py) and is negligible against its TOTAL of 1e-3.
+False alarms: three inner runs must pass their statistical checks (the batched engine through --specref-impl with
+settings from [tool.specref], with --specref-tv, and through the specref_conformance fixture). They run at
+family-wise alpha 1e-9 each, so this file's false-alarm probability is at most 3e-9; it takes no share of
+properties/budget.py (whose "conformance" share is spent by test_conformance_cli.py) and is negligible against its
+TOTAL of 1e-3.
 
 Power: the failing verifiers are caught by certain events (a token of target probability 0, a correction outside
 the residual's support), except the first-token law of `qsampler`, whose TV from p (0.53 on cf_dense_g4) is asserted
@@ -117,6 +118,29 @@ def test_usage_errors_name_the_setting(pytester):
 
 
 @pytest.mark.exact
+def test_tv_goes_through_the_argument_check_run_and_the_cli_use(pytester):
+    result = pytester.runpytest(*PLUGIN, "--specref-impl", "batched", "--specref-tv", "2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*specref: tv=2.0 must lie in (0, 1)*"])
+    result = pytester.runpytest(*PLUGIN, "--specref-impl", "batched", "--specref-tv", "0.3", "--specref-rows", "500")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*specref: tv=0.3 and rows=500: give one (tv sizes the rows itself)*"])
+    pytester.makepyfile(bad_verifier=P_ZERO)
+    pytester.makepyfile(
+        test_mine="""
+        from bad_verifier import verify
+
+
+        def test_bad(specref_conformance):
+            report = specref_conformance(verify, scenarios="cf_zero_support_g3", tv=0.3)
+            assert report.sizing["mode"] == "tv" and report.sizing["tv"] == 0.3, report.sizing
+            assert report.verdict == "non-conforming"
+        """
+    )
+    pytester.runpytest(*PLUGIN, "--specref-alpha", ALPHA).assert_outcomes(passed=1)
+
+
+@pytest.mark.exact
 def test_a_p_zero_token_fails_with_check_p_value_tv_and_a_snippet_that_reproduces_it(pytester):
     pytester.makepyfile(bad_verifier=P_ZERO)
     result = pytester.runpytest(*PLUGIN, "--specref-impl", "bad_verifier.py:verify", "--specref-rows", "500",
@@ -206,6 +230,28 @@ def test_a_conforming_engine_passes_with_settings_from_pyproject_and_untested_ch
         "*batched: CONFORMING*2,000 rows*family-wise alpha 1e-09*",
         "SKIPPED*not tested: no rejection is possible (Z = 0)*",
     ])  # fmt: skip
+
+
+@pytest.mark.statistical
+def test_a_run_sized_by_tv_reaches_it_with_the_rows_its_plan_gives(pytester):
+    """--specref-tv 0.3 on one cheap scenario: N is the plan's (plan_rows.tv_rows, no output seen), and every passed
+    T2 check detects at most 0.3 in its own unit (TV for laws, |p - p0| for rates)."""
+    from specref.conformance.chain.adapters import builtin_adapters
+    from specref.conformance.chain.contract import CONTRACT
+    from specref.conformance.engine.plan_rows import tv_rows
+    from specref.conformance.engine.run_plan import make_plan
+
+    result = pytester.runpytest(*PLUGIN, "--specref-impl", "batched", "--specref-tv", "0.3", "--specref-scenarios",
+                                "cf_dense_g4", "--specref-alpha", ALPHA, "--specref-report", "out")  # fmt: skip
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines(["*batched (sized to detect TV 0.3, no time cap*", "*batched: CONFORMING*"])
+    record = json.loads((pytester.path / "out" / "report.json").read_text())
+    adapter = CONTRACT.wrap(builtin_adapters()["batched"]())
+    planned = tv_rows(CONTRACT, adapter, make_plan(adapter, ["cf_dense_g4"], 1e-9, CONTRACT), 0.3)
+    assert record["sizing"]["mode"] == "tv" and record["sizing"]["rows"] == planned
+    assert record["scenarios"]["cf_dense_g4"]["rows"] == planned["cf_dense_g4"]
+    passed = [c for c in record["checks"] if c["details"].get("tier") == "T2" and c["status"] == "passed"]
+    assert passed and all(c["detectable_tv"] <= 0.3 for c in passed), passed
 
 
 @pytest.mark.statistical

@@ -58,6 +58,13 @@ def tv(value, name: str = "tv"):
     return float(value)
 
 
+def tv_or_rows(tv_value, rows_value, names: tuple[str, str] = ("tv", "rows")) -> None:
+    """tv and rows both size the run: at most one of them is given."""
+    if tv_value is not None and rows_value is not None:
+        raise BadArgument(f"{names[0]}={tv_value!r} and {names[1]}={rows_value!r}: give one ({names[0]} sizes the "
+                          "rows itself)")  # fmt: skip
+
+
 def resolution(value, name: str = "resolution"):
     """A TV distance in (0, 1]: checks that cannot detect it are uninformative, not passed."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
@@ -102,4 +109,15 @@ def shard(value, name: str = "shard"):
     return index, count
 
 
-__all__ = ["MIN_ROWS", "alpha", "budget_seconds", "resolution", "rows", "scenarios", "seed", "shard", "tv"]
+__all__ = [
+    "MIN_ROWS",
+    "alpha",
+    "budget_seconds",
+    "resolution",
+    "rows",
+    "scenarios",
+    "seed",
+    "shard",
+    "tv",
+    "tv_or_rows",
+]

@@ -18,6 +18,7 @@ Settings come from `--specref-*` options, then from `[tool.specref]` in the proj
     budget-seconds = 120
     alpha = 1e-3                   # the run's family-wise false-alarm probability
     rows = 20000                   # fixed rows per scenario (reproducible N) instead of sizing by time
+    tv = 0.05                      # or: size every scenario so that each check detects TV 0.05 (power 0.999)
     scenarios = ["cf_dense_g4", "markov_g5"]
     report = "specref-reports/mine"  # the report folder (default specref-reports/<impl>/, as `specref conform`)
 
@@ -46,6 +47,7 @@ KEYS = {
     "budget-seconds": "budget_seconds",
     "alpha": "alpha",
     "rows": "rows",
+    "tv": "tv",
     "scenarios": "scenarios",
     "report": "report",
 }
@@ -58,6 +60,7 @@ class Settings:
     budget_seconds: float | None = None  # None: 300 s, or no time cap when rows are fixed (as the CLI)
     alpha: float = 1e-3
     rows: int | None = None
+    tv: float | None = None  # size every scenario to detect this TV at power 0.999 (`specref conform --tv`)
     scenarios: str | list | None = None  # a list, or comma-separated as `specref conform --scenarios`
     report: str | None = None  # the report folder (default specref-reports/<impl>/, as `specref conform`)
 
@@ -67,6 +70,8 @@ class Settings:
             arguments.budget_seconds(self.budget_seconds, "budget-seconds")
             arguments.alpha(self.alpha, "alpha")
             arguments.rows(self.rows, "rows")
+            arguments.tv(self.tv, "tv")
+            arguments.tv_or_rows(self.tv, self.rows)
             arguments.seed(self.seed, "seed")
             scenarios = arguments.scenarios(self.scenarios, "scenarios")
         except UsageError as error:
@@ -88,6 +93,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="family-wise false-alarm probability of the run (default 1e-3)")  # fmt: skip
     group.addoption("--specref-rows", type=int, metavar="N",
                     help="a fixed N of rows per scenario instead of sizing by time (reproducible N)")  # fmt: skip
+    group.addoption("--specref-tv", type=float, metavar="T",
+                    help="size every scenario so that each check detects TV T at power 0.999 from the scenarios' "
+                    "probabilities alone (the same N on every machine; no time cap without a budget)")  # fmt: skip
     group.addoption("--specref-scenarios", metavar="A,B", help="run only these scenarios (comma-separated)")
     group.addoption("--specref-report", metavar="DIR",
                     help="the run's report folder (default specref-reports/<impl>/, as `specref conform`)")  # fmt: skip
@@ -152,13 +160,15 @@ def conformance_run(settings: Settings, verify=None, **overrides):
         verify, _, scenarios = resolve_impl(verify, settings.scenarios)
     else:
         scenarios = settings.scenarios  # a list, validated: run() checks the names against the contract
-    extra = {} if settings.rows is None else {"rows": settings.rows}
+    extra = {key: value for key, value in (("rows", settings.rows), ("tv", settings.tv)) if value is not None}
     return run(verify, seed=settings.seed, budget_seconds=settings.budget_seconds, alpha=settings.alpha,
                scenarios=scenarios, **extra)  # fmt: skip
 
 
 def _budget_words(settings: Settings) -> str:
     if settings.budget_seconds is None:
+        if settings.tv is not None:
+            return f"sized to detect TV {settings.tv:g}, no time cap"
         return "no time cap: fixed rows" if settings.rows is not None else "budget 300 s"
     return f"budget {settings.budget_seconds:g} s"
 

@@ -125,8 +125,7 @@ def _conform(args: argparse.Namespace) -> int:
                              "see `specref conform --list`")  # fmt: skip
         arguments.tv(args.tv, "--tv")
         arguments.resolution(args.resolution, "--resolution")
-        if args.tv is not None and args.rows is not None:
-            raise UsageError(f"--tv {args.tv:g} and --rows {args.rows}: give one (--tv sizes the rows itself)")
+        arguments.tv_or_rows(args.tv, args.rows, ("--tv", "--rows"))
         if args.budget_seconds is None and args.rows is None and args.tv is None:
             args.budget_seconds = 300.0
         arguments.budget_seconds(args.budget_seconds, "--budget-seconds")  # the same checks as run()'s, by flag
