@@ -43,6 +43,8 @@ from functools import lru_cache
 import numpy as np
 from scipy.stats import binom, binomtest, chi2, poisson
 
+from . import tables
+
 #: Integer expected counts the reference law is tabulated at (the lattice of Q needs an integer E).
 E_LADDER = (20, 30, 50, 100)
 #: E_min is raised until the rule's critical value is at most chi2.isf(alpha / COST, df).
@@ -73,7 +75,18 @@ def _term_law(e: int, cap: int) -> tuple[np.ndarray, np.ndarray, float]:
 
 @lru_cache(maxsize=512)
 def _tail(e: int, df: int) -> tuple[np.ndarray, float]:
-    """(tail [L]: P(Q_df >= q) for q = 0..L-1 as an upper bound, step 1/e in the statistic; L / e = its reach)."""
+    """(tail [L]: P(Q_df >= q) for q = 0..L-1 as an upper bound, step 1/e in the statistic; L / e = its reach), as
+    _lattice_tail computes it, kept on disk across processes (stats/tables.py: 0.1-1 s a table at df = 128)."""
+    stored = tables.load("pearson-tail", (e, df))
+    if stored is not None:
+        return stored[:-1], float(stored[-1])
+    tail, escaped = _lattice_tail(e, df)
+    tables.save("pearson-tail", (e, df), np.append(tail, escaped))
+    return tail, escaped
+
+
+def _lattice_tail(e: int, df: int) -> tuple[np.ndarray, float]:
+    """The df-fold convolution of the Poisson term law on the integer lattice of Q_df (module doc)."""
     reach = float(chi2.isf(P_FLOOR, df)) * 1.6 + 40.0  # far past every p-value we resolve
     cap = int(math.ceil(reach * e))
     squares, weights, _ = _term_law(e, cap)
