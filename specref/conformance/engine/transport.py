@@ -4,8 +4,8 @@
 
 On a loaded machine a message costs a scheduling round trip per socket buffer it fills (a 1 MB job took 7-14 ms at
 load 7 on 2 cores, a 70 kB one under 1 ms), so the large arrays of a job or a reply travel packed:
-  * an array whose every element has the same bytes, as one element and its shape (the rows' num_draft of an
-    unragged scenario);
+  * an integer or boolean array whose every element is the same, as one element and its shape (the rows' num_draft
+    of an unragged scenario);
   * an integer array, in the narrowest integer type that holds its smallest and largest value (draft tokens and
     emitted tokens: uint8 below V = 256).
 Unpacking gives back the same bytes in a fresh, writable, C-contiguous array of the original dtype: only
@@ -67,11 +67,11 @@ def unpack(obj):
 
 
 def _pack_array(array: np.ndarray):
-    if array.nbytes < MIN_BYTES or not array.flags.c_contiguous or array.dtype.hasobject or array.size == 0:
-        return array
-    elements = array.reshape(-1).view(np.uint8).reshape(array.size, array.itemsize)
-    if (elements == elements[0]).all():
-        return Packed("same", elements[0].copy(), array.dtype.str, array.shape)
+    if array.nbytes < MIN_BYTES or not array.flags.c_contiguous or array.dtype.kind not in "biu" or array.size == 0:
+        return array  # floats (probabilities, uniforms) travel as they are: never constant in a large job
+    flat = array.reshape(-1)
+    if flat[0] == flat[-1] and (flat == flat[0]).all():  # integers: equal values are equal bytes
+        return Packed("same", flat[:1].copy().view(np.uint8), array.dtype.str, array.shape)
     if array.dtype.kind in "iu" and array.itemsize > 1:
         lo, hi = array.min(), array.max()
         for dtype in _NARROW:
