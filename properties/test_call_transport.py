@@ -167,3 +167,20 @@ def test_the_pool_gives_up_free_buffers_beyond_its_bound(monkeypatch):
     for rows in range(1, 40):  # a new shape each time, each buffer free once its tensor is gone
         callform._repeat_row(row, (rows, 1))
     assert sum(b.nbytes for b in callform._pool) <= (1 << 16) + 40 * 1024
+
+
+def _scanned_critical(alpha, df, e):
+    """pearson_critical's lattice search for df <= LATTICE_DF as it was: every point in order, from the smallest."""
+    level = alpha / size.REAL_E_FACTOR
+    tail, _ = size._tail(e, df)
+    critical = float(np.flatnonzero(tail <= level)[0]) / e
+    candidates = sorted({math.ceil((x * critical) - 1e-9) / x for x in size._span(e, df)} | {critical})
+    points = sorted({q / x for x in size._span(e, df) for q in range(int(critical * x), int(critical * x * 1.5) + 2)})
+    return next(p for p in points if p >= candidates[0] and size._lattice_p_value(p, df, e) <= level)
+
+
+@pytest.mark.parametrize(("alpha", "df", "e"), [(1e-2, 2, 20), (1.35e-5, 2, 30), (1e-7, 3, 20), (3.3e-7, 2, 50),
+                                                (1e-3, 3, 30), (2.7e-6, 3, 20)])  # fmt: skip
+def test_the_critical_values_bisection_finds_the_scans_point(alpha, df, e):
+    """The p-value only falls along the sorted lattice points, so bisection finds the scan's first point."""
+    assert size.pearson_critical.__wrapped__(alpha, df, e) == _scanned_critical(alpha, df, e)

@@ -152,11 +152,18 @@ def pearson_critical(alpha: float, df: int, min_expected: float) -> float:
         return critical
     # the max over the span: the smallest x with every E's tail <= alpha (each tail is a step function of x)
     candidates = sorted({math.ceil((x * critical) - 1e-9) / x for x in _span(e, df)} | {critical})
-    points = sorted({q / x for x in _span(e, df) for q in range(int(critical * x), int(critical * x * 1.5) + 2)})
-    for point in points:
-        if point >= candidates[0] and _lattice_p_value(point, df, e) <= level:
-            return point
-    raise AssertionError(f"no critical value found for alpha={alpha}, df={df}, e={e}")
+    # every lattice point q / x of the span (q / x with q, x < 2^53: correctly rounded, as Python's int division)
+    points = np.unique(np.concatenate([np.arange(int(critical * x), int(critical * x * 1.5) + 2) / x
+                                       for x in _span(e, df)]))  # fmt: skip
+    # the p-value only falls as the point grows (each tail falls, each lattice index grows): the first point at or
+    # above the smallest candidate whose p-value is <= level, by bisection
+    lo, hi = int(np.searchsorted(points, candidates[0], side="left")), points.size
+    if lo == hi or _lattice_p_value(float(points[-1]), df, e) > level:
+        raise AssertionError(f"no critical value found for alpha={alpha}, df={df}, e={e}")
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if _lattice_p_value(float(points[mid]), df, e) <= level else (mid + 1, hi)
+    return float(points[lo])
 
 
 @lru_cache(maxsize=4096)
