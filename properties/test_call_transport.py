@@ -1,6 +1,7 @@
 """The speed paths of a run hold its numbers bit for bit: what crosses the pipe to the worker (engine/transport.py),
 broadcast rows repeated into reused buffers (engine/callform.py), Pearson lattice tails kept on disk
-(stats/tables.py) and Bennett's detectable shift scanned on arrays (stats/bennett.py)."""
+(stats/tables.py), Bennett's detectable shift scanned on arrays (stats/bennett.py), and calls sized at the rate of
+the largest calls (engine/hangs.py)."""
 
 from __future__ import annotations
 
@@ -184,3 +185,18 @@ def _scanned_critical(alpha, df, e):
 def test_the_critical_values_bisection_finds_the_scans_point(alpha, df, e):
     """The p-value only falls along the sorted lattice points, so bisection finds the scan's first point."""
     assert size.pearson_critical.__wrapped__(alpha, df, e) == _scanned_critical(alpha, df, e)
+
+
+def test_calls_are_sized_at_the_rate_of_the_largest_calls_not_a_warm_ups_fixed_cost():
+    from specref.conformance.engine.hangs import HangLimits
+
+    limits = HangLimits(60.0, 30.0)
+    limits.record("probe", 8, 8, 0.004)  # 0.5 ms a row: the verifier's fixed cost per call, over 8 rows
+    assert limits.bulk_rate("probe") == pytest.approx(0.0005)
+    limits.record("probe", 65536, 8, 0.02)
+    assert limits.bulk_rate("probe") == pytest.approx(0.02 / 65536)  # a call 2x larger and more: its own rate
+    limits.record("probe", 40000, 8, 0.03)  # as large as half the largest: a slower machine re-rates the calls
+    assert limits.bulk_rate("probe") == pytest.approx(0.03 / 40000)
+    limits.record("probe", 100, 8, 0.01)  # a small call (the slice's last) changes nothing
+    assert limits.bulk_rate("probe") == pytest.approx(0.03 / 40000)
+    assert limits.row_rate["probe"] == pytest.approx(0.0005) and limits.bulk_rate("other") is None  # hangs: slowest

@@ -43,7 +43,8 @@ from functools import lru_cache
 import numpy as np
 from scipy.stats import binom, binomtest, chi2, poisson
 
-from . import tables
+from .tables import load as load_table
+from .tables import save as save_table
 
 #: Integer expected counts the reference law is tabulated at (the lattice of Q needs an integer E).
 E_LADDER = (20, 30, 50, 100)
@@ -77,11 +78,11 @@ def _term_law(e: int, cap: int) -> tuple[np.ndarray, np.ndarray, float]:
 def _tail(e: int, df: int) -> tuple[np.ndarray, float]:
     """(tail [L]: P(Q_df >= q) for q = 0..L-1 as an upper bound, step 1/e in the statistic; L / e = its reach), as
     _lattice_tail computes it, kept on disk across processes (stats/tables.py: 0.1-1 s a table at df = 128)."""
-    stored = tables.load("pearson-tail", (e, df))
+    stored = load_table("pearson-tail", (e, df))
     if stored is not None:
         return stored[:-1], float(stored[-1])
     tail, escaped = _lattice_tail(e, df)
-    tables.save("pearson-tail", (e, df), np.append(tail, escaped))
+    save_table("pearson-tail", (e, df), np.append(tail, escaped))
     return tail, escaped
 
 
