@@ -200,3 +200,14 @@ def test_calls_are_sized_at_the_rate_of_the_largest_calls_not_a_warm_ups_fixed_c
     limits.record("probe", 100, 8, 0.01)  # a small call (the slice's last) changes nothing
     assert limits.bulk_rate("probe") == pytest.approx(0.03 / 40000)
     assert limits.row_rate["probe"] == pytest.approx(0.0005) and limits.bulk_rate("other") is None  # hangs: slowest
+
+
+def test_saving_a_table_removes_the_same_keys_tables_of_other_code(table_folder):
+    table_folder.mkdir(parents=True, exist_ok=True)
+    other = table_folder / "pearson-tail-20-2-0123456789abcdef.npy"
+    unrelated = table_folder / "pearson-tail-20-22-0123456789abcdef.npy"
+    np.save(other, np.zeros(2))
+    np.save(unrelated, np.zeros(2))
+    size._tail(20, 2)
+    assert not other.exists() and unrelated.exists()
+    assert len(list(table_folder.glob("pearson-tail-20-2-*.npy"))) == 1

@@ -5,8 +5,9 @@
 
 A table is keyed by its name, its arguments and a fingerprint of what computes it: the source of the module that
 asks (stats/size.py: a changed algorithm or constant is a new key), numpy's and scipy's versions (scipy's pmf may
-change). Files live under $SPECREF_CACHE/stats (default ~/.cache/specref/stats); without a writable folder tables
-are computed every time. SPECREF_TABLES=0 turns the disk off (each process computes its own).
+change); saving a table removes the same key's tables of other code, so the folder holds one version of each (about
+30 MB for a default run's tables). Files live under $SPECREF_CACHE/stats (default ~/.cache/specref/stats); without
+a writable folder tables are computed every time. SPECREF_TABLES=0 turns the disk off (each process computes its own).
 """
 
 from __future__ import annotations
@@ -76,6 +77,10 @@ def save(name: str, key: tuple, array: np.ndarray, module: str = "specref.stats.
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temporary)
+        for stale in path.parent.glob(f"{path.name.rsplit('-', 1)[0]}-*.npy"):  # the key's tables of other code
+            if stale != path:
+                with contextlib.suppress(OSError):
+                    stale.unlink()
 
 
 __all__ = ["ENV", "folder", "load", "save"]
