@@ -5,7 +5,8 @@
 Runs `specref conform batched` (default) at a 60 s budget (`--quick`: 20 s) and reads report.json's "timings"
 (engine/timings.py): the share of the wall time outside the verifier's calls (1 - the verifier's seconds / wall),
 the share when no call was in flight, specref's CPU against the verifier's (this process's CPU over the run, and the
-worker's CPU inside verify), and the phases (inputs, call, tally, checks, ...). The machine's load average is
+worker's CPU inside verify), the phases (inputs, call, tally, checks, ...), and the run's resolution (the largest
+detectable TV among the passed law checks, and which check it is). The machine's load average is
 recorded before and after: on a shared machine wall time is polluted, and the CPU ratio is the figure that holds.
 Writes reports/harness_share.md and harness_share.json. Extra arguments (the other benches' --threads, ...) are
 ignored, so `nox -s bench -- --quick` passes --quick to each bench.
@@ -24,15 +25,22 @@ TARGET_SHARE = 1 / 3
 
 
 def measure(impl: str, budget_seconds: float, seed: int = 0) -> dict:
+    from ..stats import tables
+    from .engine.report import check_record, is_law_check
     from .resolve import resolve
     from .runner import run
 
     adapter = resolve(impl)[0]
+    folder = tables.folder()
+    stored_tables = len(list(folder.glob("*.npy"))) if folder is not None else None
     load_before, cpu, wall = os.getloadavg(), time.process_time(), time.perf_counter()
     report = run(adapter, seed=seed, budget_seconds=budget_seconds)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     timings = report.timings
     verifier_cpu = timings["verifier_cpu_seconds"]
+    passed = [c for c in (check_record(r, report.contract.name) for r in report.checks)
+              if is_law_check(c) and c["status"] == "passed" and c.get("detectable_tv") is not None]  # fmt: skip
+    worst = max(passed, key=lambda c: c["detectable_tv"], default=None)
     return {
         "impl": impl,
         "budget_seconds": budget_seconds,
@@ -48,6 +56,10 @@ def measure(impl: str, budget_seconds: float, seed: int = 0) -> dict:
         "outside_verifier_share": timings["outside_verifier_share"],
         "outside_calls_share": timings["outside_calls_share"],
         "target_share": round(TARGET_SHARE, 4),
+        "resolution": report.resolution,
+        "worst_law_check": None if worst is None else f"{worst['kind']}[{worst['scenario']}]",
+        "uninformative": report.counts().get("uninformative", 0),
+        "stored_tables_before": stored_tables,
         "timings": timings,
     }
 
@@ -71,6 +83,10 @@ def markdown(result: dict) -> str:
         f"(inside verify, in its worker): **specref's CPU share {result['specref_cpu_share']:.3f}**",
         f"- phases (wall, and specref's CPU; inputs and tally overlap the calls): {phases}; other "
         f"{t['phases_wall_seconds']['other']:.1f} s",
+        f"- resolution: every passed law check detects TV {result['resolution'] or float('nan'):.3g} (the worst, "
+        f"{result['worst_law_check']}); {result['uninformative']} uninformative",
+        f"- Pearson lattice tables on disk before the run (stats/tables.py; 0: computed in this run): "
+        f"{result['stored_tables_before']}",
         f"- load average (1, 5, 15 min) before {result['load_average_before']}, after "
         f"{result['load_average_after']}, on {result['cpu_count']} cores",
         "",

@@ -92,6 +92,26 @@ def miss_bound(n: int, mu0: float, shift: float, half_width: float, lo: float, h
     return variance_tail_bound(n, gap, variance, reach)
 
 
+def _miss_bounds(n: int, mu0: float, shifts: np.ndarray, half_width: float, lo: float, hi: float) -> np.ndarray:
+    """miss_bound at every shift of one sign (the scan of detectable_shift), the same arithmetic on arrays."""
+    mu1 = mu0 + shifts
+    slack = 1e-9 * (hi - lo)
+    if not ((lo - slack <= mu1) & (mu1 <= hi + slack)).all():
+        raise ValueError(f"shifts up to {shifts[-1]!r} take the mean outside [lo, hi] = [{lo!r}, {hi!r}]")
+    mu1 = np.minimum(np.maximum(mu1, lo), hi)
+    gap = np.abs(shifts) - half_width
+    variance = (mu1 - lo) * (hi - mu1)
+    reach = (hi - mu1) if shifts[0] < 0 else (mu1 - lo)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        r, rest, scale = reach * gap / variance, 1.0 - gap / reach, reach * reach + variance
+        exponent = -(1 + r) * variance / scale * np.log1p(r)
+        exponent = np.where(rest > 0, exponent - rest * reach * reach / scale * np.log(np.where(rest > 0, rest, 1.0)),
+                            exponent)  # fmt: skip
+        bound = np.exp(n * exponent)
+    bound = np.where((reach <= 0) | (variance <= 0) | (gap > reach), 0.0, bound)  # variance_tail_bound's 0 cases
+    return np.where(gap <= 0, 1.0, bound)
+
+
 def detectable_shift(n: int, alpha: float, beta: float, mu0: float, variance: float, lo: float, hi: float) -> float:
     """Smallest d such that every law on [lo, hi] whose mean is >= d from mu0 fails the two-sided Bennett test at
     level alpha (null variance `variance`) with probability >= 1 - beta (module doc); inf if no shift is covered."""
@@ -102,14 +122,13 @@ def detectable_shift(n: int, alpha: float, beta: float, mu0: float, variance: fl
             sides.append((math.inf, reach))  # the test never rejects on this side
             continue
         shifts = h + (reach - h) * np.linspace(0.0, 1.0, SCAN_POINTS + 1)[1:]
-        misses = [miss_bound(n, mu0, sign * d, h, lo, hi) for d in shifts.tolist()]
-        above = [i for i, m in enumerate(misses) if m > beta]
-        if not above:
+        above = np.flatnonzero(_miss_bounds(n, mu0, sign * shifts, h, lo, hi) > beta)
+        if not above.size:
             sides.append((h, reach))
         elif above[-1] == len(shifts) - 1:
             sides.append((math.inf, reach))
         else:
-            i = above[-1]
+            i = int(above[-1])
             sides.append((brentq(lambda d, s=sign, hw=h: miss_bound(n, mu0, s * d, hw, lo, hi) - beta,
                                  float(shifts[i]), float(shifts[i + 1])), reach))  # fmt: skip
     if all(math.isinf(d) for d, _ in sides):

@@ -43,6 +43,9 @@ from functools import lru_cache
 import numpy as np
 from scipy.stats import binom, binomtest, chi2, poisson
 
+from .tables import load as load_table
+from .tables import save as save_table
+
 #: Integer expected counts the reference law is tabulated at (the lattice of Q needs an integer E).
 E_LADDER = (20, 30, 50, 100)
 #: E_min is raised until the rule's critical value is at most chi2.isf(alpha / COST, df).
@@ -73,7 +76,18 @@ def _term_law(e: int, cap: int) -> tuple[np.ndarray, np.ndarray, float]:
 
 @lru_cache(maxsize=512)
 def _tail(e: int, df: int) -> tuple[np.ndarray, float]:
-    """(tail [L]: P(Q_df >= q) for q = 0..L-1 as an upper bound, step 1/e in the statistic; L / e = its reach)."""
+    """(tail [L]: P(Q_df >= q) for q = 0..L-1 as an upper bound, step 1/e in the statistic; L / e = its reach), as
+    _lattice_tail computes it, kept on disk across processes (stats/tables.py: 0.1-1 s a table at df = 128)."""
+    stored = load_table("pearson-tail", (e, df))
+    if stored is not None:
+        return stored[:-1], float(stored[-1])
+    tail, escaped = _lattice_tail(e, df)
+    save_table("pearson-tail", (e, df), np.append(tail, escaped))
+    return tail, escaped
+
+
+def _lattice_tail(e: int, df: int) -> tuple[np.ndarray, float]:
+    """The df-fold convolution of the Poisson term law on the integer lattice of Q_df (module doc)."""
     reach = float(chi2.isf(P_FLOOR, df)) * 1.6 + 40.0  # far past every p-value we resolve
     cap = int(math.ceil(reach * e))
     squares, weights, _ = _term_law(e, cap)
@@ -139,11 +153,18 @@ def pearson_critical(alpha: float, df: int, min_expected: float) -> float:
         return critical
     # the max over the span: the smallest x with every E's tail <= alpha (each tail is a step function of x)
     candidates = sorted({math.ceil((x * critical) - 1e-9) / x for x in _span(e, df)} | {critical})
-    points = sorted({q / x for x in _span(e, df) for q in range(int(critical * x), int(critical * x * 1.5) + 2)})
-    for point in points:
-        if point >= candidates[0] and _lattice_p_value(point, df, e) <= level:
-            return point
-    raise AssertionError(f"no critical value found for alpha={alpha}, df={df}, e={e}")
+    # every lattice point q / x of the span (q / x with q, x < 2^53: correctly rounded, as Python's int division)
+    points = np.unique(np.concatenate([np.arange(int(critical * x), int(critical * x * 1.5) + 2) / x
+                                       for x in _span(e, df)]))  # fmt: skip
+    # the p-value only falls as the point grows (each tail falls, each lattice index grows): the first point at or
+    # above the smallest candidate whose p-value is <= level, by bisection
+    lo, hi = int(np.searchsorted(points, candidates[0], side="left")), points.size
+    if lo == hi or _lattice_p_value(float(points[-1]), df, e) > level:
+        raise AssertionError(f"no critical value found for alpha={alpha}, df={df}, e={e}")
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if _lattice_p_value(float(points[mid]), df, e) <= level else (mid + 1, hi)
+    return float(points[lo])
 
 
 @lru_cache(maxsize=4096)

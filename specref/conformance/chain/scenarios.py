@@ -366,7 +366,7 @@ def _probe(name, rng) -> Scenario:
     # when u = 0 (probability 2^-24 per fp32 uniform). Exact in every dtype; a correct verifier always emits 1 or 2.
     p, q = np.array([0.0, 0.375, 0.625, 0.0]), np.array([0.5, 0.0, 0.0, 0.5])
     return context_free(name, "rare-edge probe: every accept test has p/q = 0", p, q, 1, probe=True,
-                        rows_per_call=1 << 16)  # fmt: skip
+                        rows_per_call=1 << 18)  # fmt: skip
 
 
 #: The catalogue: name -> builder(name, rng). Each scenario draws its rows from its own stream, derived from its name

@@ -49,6 +49,7 @@ from .hangs import HangLimits
 from .locate import describe_error, locate, raised_at
 from .seeds import seeds_drawn
 from .timings import Timings
+from .transport import pack, unpack, widen
 
 #: 'process' or 'thread' forces a mode (where possible); unset: process for CPU adapters where fork exists.
 MODE_ENV = "SPECREF_CALL_MODE"
@@ -231,7 +232,7 @@ class Caller:
         if self._process is None:
             self._start()
         try:
-            self._conn.send(job)
+            self._conn.send(pack(job))
         except (EOFError, OSError):
             return self._died(rows)
         return None
@@ -243,7 +244,7 @@ class Caller:
     def _receive(self, timeout: float, rows: int) -> tuple:
         try:
             answered = self._conn.poll(timeout)
-            reply = self._conn.recv() if answered else None
+            reply = unpack(self._conn.recv()) if answered else None
         except (EOFError, OSError):
             return self._died(rows)
         if reply is None:
@@ -256,6 +257,7 @@ class Caller:
     def _start(self) -> None:
         context = multiprocessing.get_context("fork")
         self._conn, child = context.Pipe()
+        widen(self._conn, child)  # a job of a few MB in one write (transport.py)
         self._dump = tempfile.TemporaryFile()  # one per worker: it dumps at most once, then is killed
         process = context.Process(target=_serve, args=(child, self.adapter.verify, self._dump), daemon=True,
                                   name=f"specref-adapter-{self.adapter.name}")  # fmt: skip
@@ -352,12 +354,12 @@ def _serve(conn, verify, dump) -> None:
     def loop():
         while True:
             try:
-                job = conn.recv()
+                job = unpack(conn.recv())
             except (EOFError, OSError):
                 return
             if job is None:
                 return
-            conn.send(_execute(verify, job))
+            conn.send(pack(_execute(verify, job)))
 
     worker = threading.Thread(target=loop, name="_serve")
     worker.start()

@@ -39,6 +39,9 @@ class HangLimits:
         else:
             self.ceiling = max(2 * self.floor, CEILING_BUDGETS * budget_seconds)
         self.row_rate: dict[str, float] = {}  # scenario -> the slowest seconds per row of its calls
+        #: scenario -> (rows, seconds per row) of its largest calls: the slowest of those with at least half the
+        #: largest call's rows (a call of 8 rows costs its verifier's fixed cost per call / 8 a row)
+        self.bulk: dict[str, tuple[int, float]] = {}
         self.elements: dict[str, int] = {}  # scenario -> probabilities per row, (g+1) x V
 
     @property
@@ -63,8 +66,18 @@ class HangLimits:
 
     def record(self, key: str, rows: int, elements: int, seconds: float) -> None:
         """A call that answered: its rate joins its scenario's and the fitted ones."""
-        self.row_rate[key] = max(self.row_rate.get(key, 0.0), seconds / max(rows, 1))
+        rate = seconds / max(rows, 1)
+        self.row_rate[key] = max(self.row_rate.get(key, 0.0), rate)
         self.elements[key] = max(int(elements), 1)
+        largest, slowest = self.bulk.get(key, (0, 0.0))
+        if rows > largest:
+            self.bulk[key] = (rows, rate if rows >= 2 * largest else max(rate, slowest))
+        elif 2 * rows >= largest:
+            self.bulk[key] = (largest, max(rate, slowest))
+
+    def bulk_rate(self, key: str) -> float | None:
+        """Seconds per row of the scenario's largest calls (bulk): what a call of the main pass's size costs a row."""
+        return self.bulk[key][1] if key in self.bulk else None
 
 
 __all__ = ["HangLimits", "SLACK", "OWN_SLACK", "CEILING_BUDGETS", "UNBUDGETED_FLOORS"]

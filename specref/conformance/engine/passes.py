@@ -274,10 +274,12 @@ def _scenario_pass(caller, s: Scenario, calls: Calls, seed: int, fixed: int | No
 
 
 def _rows_in_time(caller: Caller, s: Scenario, rows: int, slice_end: float) -> int:
-    """At most the rows CALL_SHARE of the time to slice_end buys at the scenario's slowest measured rate. At least
-    MIN_CALL_ROWS when they take under MIN_CALL_SECONDS; else 0 when not one row fits (a row at V = 151,936 takes
-    0.7 s under load: a floor of 64 rows made a 45 s call past a 60 s budget)."""
-    rate = caller.limits.row_rate.get(s.name)
+    """At most the rows CALL_SHARE of the time to slice_end buys at the scenario's slowest measured rate among its
+    largest calls (HangLimits.bulk_rate: the rate of an 8-row warm-up call is mostly the verifier's fixed cost per
+    call, and it cut the probe's calls to a tenth of their size). At least MIN_CALL_ROWS when they take under
+    MIN_CALL_SECONDS; else 0 when not one row fits (a row at V = 151,936 takes 0.7 s under load: a floor of 64 rows
+    made a 45 s call past a 60 s budget)."""
+    rate = caller.limits.bulk_rate(s.name) or caller.limits.row_rate.get(s.name)
     if not rate:
         return rows
     fit = CALL_SHARE * (slice_end - time.perf_counter()) / rate

@@ -117,17 +117,20 @@ def worst(demands: list[Demand], rows: int) -> float:
 def rows_for_tv(demands: list[Demand], tv: float) -> int:
     """The fewest rows at which every check detects `tv` (in its own unit) at power 1 - BETA: the largest of each
     check's rows, each from stats.min_num_samples_thinned on the draws it needs (found by bisection on draws)."""
-    need = MIN_SIZED_ROWS
-    for d in demands:
-        lo, hi = 1, 2
-        while d.detectable(hi) > tv:
-            lo, hi = hi, hi * 2
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (lo, mid) if d.detectable(mid) <= tv else (mid, hi)
-        rows = hi if d.fraction >= 1 else min_num_samples_thinned(hi, d.fraction, Z_MARGIN)
-        need = max(need, rows)
-    return need
+    return max([MIN_SIZED_ROWS, *(_rows_for(d, tv) for d in demands)])
+
+
+@lru_cache(maxsize=1 << 16)
+def _rows_for(d: Demand, tv: float) -> int:
+    """One check's rows for `tv` (rows_for_tv); cached: an allocation asks for the same (check, floor) at every step
+    of its bisection, and each refit asks again."""
+    lo, hi = 1, 2
+    while d.detectable(hi) > tv:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if d.detectable(mid) <= tv else (mid, hi)
+    return hi if d.fraction >= 1 else min_num_samples_thinned(hi, d.fraction, Z_MARGIN)
 
 
 @dataclass

@@ -1,0 +1,86 @@
+"""Exact tables kept on disk across processes: computed once per machine, bit-identical to computing them again.
+
+    stored = tables.load("pearson-tail", (e, df))     # None when absent, unreadable or computed by other code
+    tables.save("pearson-tail", (e, df), array)       # atomically (a temporary file, then os.replace)
+
+A table is keyed by its name, its arguments and a fingerprint of what computes it: the source of the module that
+asks (stats/size.py: a changed algorithm or constant is a new key), numpy's and scipy's versions (scipy's pmf may
+change); saving a table removes the same key's tables of other code, so the folder holds one version of each (about
+30 MB for a default run's tables). Files live under $SPECREF_CACHE/stats (default ~/.cache/specref/stats); without
+a writable folder tables are computed every time. SPECREF_TABLES=0 turns the disk off (each process computes its own).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import inspect
+import os
+import sys
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+ENV = "SPECREF_TABLES"
+
+
+@lru_cache(maxsize=1)
+def folder() -> Path | None:
+    if os.environ.get(ENV, "1") == "0":
+        return None
+    try:
+        root = os.environ.get("SPECREF_CACHE")
+        directory = (Path(root) if root else Path.home() / ".cache" / "specref") / "stats"
+        directory.mkdir(parents=True, exist_ok=True)
+        return directory
+    except (OSError, RuntimeError):  # RuntimeError: no home directory
+        return None
+
+
+@lru_cache(maxsize=8)
+def _fingerprint(module: str) -> str:
+    import scipy
+
+    source = inspect.getsource(sys.modules[module])
+    return hashlib.sha256(f"{source}|{np.__version__}|{scipy.__version__}".encode()).hexdigest()[:16]
+
+
+def _path(name: str, key: tuple, module: str) -> Path | None:
+    directory = folder()
+    if directory is None:
+        return None
+    return directory / f"{name}-{'-'.join(map(str, key))}-{_fingerprint(module)}.npy"
+
+
+def load(name: str, key: tuple, module: str = "specref.stats.size") -> np.ndarray | None:
+    path = _path(name, key, module)
+    if path is None or not path.exists():
+        return None
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError):  # a partial or foreign file: computed again (and rewritten)
+        return None
+
+
+def save(name: str, key: tuple, array: np.ndarray, module: str = "specref.stats.size") -> None:
+    path = _path(name, key, module)
+    if path is None:
+        return
+    with contextlib.suppress(OSError):
+        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                np.save(handle, np.ascontiguousarray(array), allow_pickle=False)
+            os.replace(temporary, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+        for stale in path.parent.glob(f"{path.name.rsplit('-', 1)[0]}-*.npy"):  # the key's tables of other code
+            if stale != path:
+                with contextlib.suppress(OSError):
+                    stale.unlink()
+
+
+__all__ = ["ENV", "folder", "load", "save"]
