@@ -120,9 +120,10 @@ def calibrate_design(design: str, seeds: int, first_seed: int = 100_000, engine:
     return writer.path
 
 
-def render(store: Path = STORE, engine: str = "batched", exclude: tuple[str, ...] = ()) -> list[dict]:
+def render(store: Path = STORE, engine: str = "batched", exclude: tuple[str, ...] = (),
+           by_size: tuple[str, ...] = ()) -> list[dict]:  # fmt: skip
     """The verdicts of every design saved under `store`, over the family the current registry plans (less the
-    scenarios in `exclude`, whose checks then leave the family and its split)."""
+    scenarios in `exclude`, whose checks then leave the family and its split; `by_size`: design_store.verdicts)."""
     adapter = as_adapter(builtin_adapters()[engine]())
     out = []
     for directory in sorted(p for p in Path(store).iterdir() if p.is_dir()):
@@ -133,10 +134,10 @@ def render(store: Path = STORE, engine: str = "batched", exclude: tuple[str, ...
         stale = [n for n in headers if n in current and (headers[n]["rows"] != current[n] or headers[n]["digest"]
                  != design_store.scenario_digest(next(s for s in plan.scenarios if s.name == n)))]  # fmt: skip
         absent = [s.name for s in plan.scenarios if not s.probe and s.name not in seeds]
-        if absent:  # not run yet: their checks are left out of the family, and the report says so
+        if absent:  # not run yet: their checks are left out of the family (a smaller one), and the report says so
             names = [n for n in names if n not in absent]
             plan = make_plan(adapter, names, RUN_ALPHA, CONTRACT)
-        result = design_store.verdicts(plan, headers, seeds, LEVELS, RUN_ALPHA)
+        result = design_store.verdicts(plan, headers, seeds, LEVELS, RUN_ALPHA, tuple(n for n in by_size if n in seeds))
         out.append({"design": directory.name, "engine": engine, "excluded": list(exclude) + absent,
                     "stale": stale, "rows_per_seed": sum(result["rows"].values()), **result})  # fmt: skip
     return out
@@ -173,6 +174,27 @@ def markdown(results: list[dict], machine: str = "") -> str:
         for f in r["family_wise"]:
             lines.append(f"| {f['level']:g} | {f['flagged']} | {f['seeds']:,} | {f['rate']:.4f} | {f['upper_95']:.4f} "
                          f"| {'yes' if f['upper_at_or_below_level'] else 'no: more seeds needed'} |")  # fmt: skip
+        parts = r["family_wise"][0]["groups"]
+        if len(parts) > 1:
+            lines += ["", f"The scenarios ran different seeds, so the rate is bounded by a union over {len(parts)} "
+                      "groups (a seed is flagged iff one of its groups is): the bound is the sum of the groups' "
+                      f"Clopper-Pearson bounds, each at confidence {r['confidence_per_group']:.4f}; the table's "
+                      "flagged and seeds are the first group's, its rate the sum of the groups' rates.", "",
+                      "| level | " + " | ".join(", ".join(g["scenarios"]) if len(g["scenarios"]) < 3
+                                            else f"{len(g['scenarios'])} scenarios" for g in parts) + " |",
+                      "|---|" + "---|" * len(parts)]  # fmt: skip
+            for f in r["family_wise"]:
+                lines.append(f"| {f['level']:g} | " + " | ".join(f"{g['flagged']} of {g['seeds']:,} (bound "
+                             f"{g['upper']:.4f}{', by size' if g['bound'] == 'size' else ''})"
+                             for g in f["groups"]) + " |")  # fmt: skip
+            if any(g["bound"] == "size" for g in parts):
+                lines += [
+                    "",
+                    "A group bounded *by size* ran too few seeds to measure its share: its k tested checks "
+                    f"add k x level / {r['family_size']} (each p-value valid, P(p <= t) <= t, as the checks "
+                    "are built and their exact sizes show; not measured on this design), its certain checks "
+                    "none (a correct engine cannot fail them); its flagged seeds are shown as a check.",
+                ]
         lines += ["", "Rows per scenario: " + ", ".join(f"{k} {v:,}" for k, v in r["rows"].items()) + "."]
         if r["excluded"]:
             lines += ["", f"Not in this family (no saved seeds): {', '.join(r['excluded'])}."]
@@ -211,9 +233,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--render", action="store_true", help="write reports/calibration-design.md from the saved seeds")
     p.add_argument("--exclude", default="", metavar="A,B", help="with --render: scenarios left out of the family")
     p.add_argument("--machine", default="", help="with --render: a sentence on the machine the seeds ran on")
+    p.add_argument("--by-size", default="", metavar="A,B", help="with --render: scenarios bounded by their checks' "
+                   "size, not their few seeds (design_store.verdicts)")  # fmt: skip
     args = p.parse_args(argv)
     if args.render:
-        results = render(Path(args.store), exclude=tuple(x for x in args.exclude.split(",") if x))
+        results = render(Path(args.store), exclude=tuple(x for x in args.exclude.split(",") if x),
+                         by_size=tuple(x for x in args.by_size.split(",") if x))  # fmt: skip
         machine = args.machine or f"Rendered on {platform.node()}."
         Path("reports/calibration-design.md").write_text(markdown(results, machine))
         return 0

@@ -19,8 +19,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..stats import ErrorBudget
-from ..stats.record import CheckResult
 from .analysis import clopper_pearson
 
 LEVELS = (1e-3, 1e-2, 5e-2)
@@ -78,47 +76,75 @@ def load(directory: Path) -> tuple[dict, dict[str, dict[int, tuple[bool, dict]]]
     return headers, seeds
 
 
-def verdicts(plan, headers: dict, seeds: dict, levels=LEVELS, run_alpha: float = 1e-3) -> dict:
-    """The family-wise verdicts over plan's family (plan.alphas: every planned T2 check), on the seeds every planned
-    scenario has. A planned check with no saved p-value is an error (the family grew: rerun its scenario)."""
+def flagged(pvalues: list, certain_failed: bool, level: float, family_size: int) -> bool:
+    """Whether a seed is flagged at `level`: a certain check failed, or Holm over the family rejects a T2 check,
+    which it does exactly when the smallest tested p-value is <= level / family_size (Holm's first step is
+    Bonferroni's; untested checks, None, keep their slots in the family)."""
+    tested = [p for p in pvalues if p is not None]
+    return certain_failed or (bool(tested) and min(tested) <= level / family_size)
+
+
+def groups(names: list[str], seeds: dict) -> list[tuple[list[str], list[int]]]:
+    """The planned scenarios split by the seeds they share: the largest set of seeds that most scenarios have (each
+    scenario with those seeds joins, on them), then each other scenario on its own seeds."""
+    counts: dict[frozenset, int] = {}
+    for n in names:
+        counts[frozenset(seeds[n])] = counts.get(frozenset(seeds[n]), 0) + 1
+    main = max(counts, key=lambda k: (counts[k], len(k)))
+    joined = [n for n in names if main <= set(seeds[n])]
+    return [(joined, sorted(main))] + [([n], sorted(seeds[n])) for n in names if n not in joined]
+
+
+def verdicts(plan, headers: dict, seeds: dict, levels=LEVELS, run_alpha: float = 1e-3, by_size=()) -> dict:
+    """The family-wise verdicts over plan's family (plan.alphas: every planned T2 check). One group of scenarios
+    (groups()) when every planned scenario ran the same seeds: the rate of flagged seeds and its 95% Clopper-Pearson
+    bound. Several: a seed of the full design is flagged iff one of its groups is (flagged() is a union over
+    checks), so the rate is at most the sum of the groups' rates, and the sum of their bounds, each at confidence
+    1 - 0.05 / groups, is a 95% upper bound on it. A scenario in `by_size` (one too slow to run the seeds the
+    others do) is a group bounded by its checks' size instead: its k tested checks reject at level / m each with
+    probability at most level / m (valid p-values), so it adds k level / m; its own saved seeds are shown beside.
+    A planned check with no saved p-value is an error (the family grew: rerun its scenario)."""
     names = [s.name for s in plan.scenarios if not s.probe]
     missing = [n for n in names if n not in seeds]
     if missing:
         raise ValueError(f"no saved seeds for planned scenarios {missing}: run them (--only) or leave them out")
-    common = sorted(set.intersection(*(set(seeds[n]) for n in names)))
     family = list(plan.alphas)
+    by_scenario: dict[str, list[str]] = {n: [] for n in names}
     for check in family:
         kind, name = check[:-1].split("[", 1)
         if kind not in headers[name]["checks"]:
             raise ValueError(f"check {check!r} is planned but was not saved: rerun scenario {name!r}")
-    flagged = {level: 0 for level in levels}
-    certain = 0
-    for seed in common:
-        failed = any(seeds[n][seed][0] for n in names)
-        certain += failed
-        results = []
-        for check in family:
-            kind, name = check[:-1].split("[", 1)
-            p = seeds[name][seed][1][kind]
-            results.append(CheckResult(check, 0.0, 0, 1.0 if p is None else p, 0, plan.alphas[check], float("nan"),
-                                       True, tested=p is not None))  # fmt: skip
-        for level in levels:
-            holm = ErrorBudget(level).holm(results, family_size=len(family))
-            flagged[level] += bool(failed or not all(r.passed for r in holm))
+        by_scenario[name].append(kind)
+    parts = groups([n for n in names if n not in by_size], seeds) + [([n], sorted(seeds[n])) for n in by_size]
+    confidence = 1 - 0.05 / sum(members[0] not in by_size for members, _ in parts)
     rates = []
     for level in levels:
-        low, high = clopper_pearson(flagged[level], len(common))
-        rates.append({"level": level, "flagged": flagged[level], "seeds": len(common),
-                      "rate": flagged[level] / max(len(common), 1), "upper_95": high, "lower_95": low,
-                      "upper_at_or_below_level": high <= level})  # fmt: skip
-    return {"family_size": len(family), "run_alpha": run_alpha, "seeds": len(common),
-            "first_seed": common[0] if common else None, "last_seed": common[-1] if common else None,
-            "certain_flagged": certain, "family_wise": rates,
+        rows = []
+        for members, group_seeds in parts:
+            hits = sum(flagged([seeds[n][seed][1][k] for n in members for k in by_scenario[n]],
+                               any(seeds[n][seed][0] for n in members), level, len(family))
+                       for seed in group_seeds)  # fmt: skip
+            if members[0] in by_size:
+                high, how = len(by_scenario[members[0]]) * level / len(family), "size"
+            else:
+                high, how = clopper_pearson(hits, len(group_seeds), confidence)[1], "measured"
+            rows.append({"scenarios": members, "flagged": hits, "seeds": len(group_seeds), "upper": high,
+                         "bound": how})  # fmt: skip
+        upper = min(1.0, sum(r["upper"] for r in rows))
+        main = rows[0]
+        rates.append({"level": level, "flagged": main["flagged"], "seeds": main["seeds"],
+                      "rate": sum(r["flagged"] / max(r["seeds"], 1) for r in rows), "upper_95": upper,
+                      "upper_at_or_below_level": upper <= level, "groups": rows})  # fmt: skip
+    main_seeds = parts[0][1]
+    return {"family_size": len(family), "run_alpha": run_alpha, "seeds": len(main_seeds),
+            "first_seed": main_seeds[0] if main_seeds else None, "last_seed": main_seeds[-1] if main_seeds else None,
+            "certain_flagged": sum(any(seeds[n][seed][0] for n in parts[0][0]) for seed in main_seeds),
+            "family_wise": rates, "confidence_per_group": confidence,
             "rows": {n: headers[n]["rows"] for n in names}, "unplanned_saved": _unplanned(headers, plan)}  # fmt: skip
 
 
 def _unplanned(headers: dict, plan) -> list[str]:
     """Saved checks the current plan does not test (left out of the family: a demoted check, say)."""
-    planned = set(plan.alphas)
-    return sorted(f"{k}[{n}]" for n, h in headers.items() if n in plan.checks for k in h["checks"]
+    planned, names = set(plan.alphas), {s.name for s in plan.scenarios}
+    return sorted(f"{k}[{n}]" for n, h in headers.items() if n in names for k in h["checks"]
                   if f"{k}[{n}]" not in planned)  # fmt: skip

@@ -418,7 +418,7 @@ CATALOGUE = {
                                                      "30% on the vocabulary's edge", *_large(rng, 8193), 2,
                                                      rows_per_call=512),
     "large_v151936_g1": lambda name, rng: context_free(name, "V=151936 (Qwen vocab), p on one token in every "
-                                                       "1,024 and 30% on the edge", *_large(rng, 151936), 1,
+                                                       "4,096 and 30% on the edge", *_large(rng, 151936), 1,
                                                        rows_per_call=64),
     "mixed_batch_g3": _mixed_batch,
     "ragged_g6": _markov_entry("Markov V=6, num_draft ~ U{0..6}, -1 placeholders", 6, 6, ragged=True),
