@@ -285,7 +285,7 @@ def findings(result: dict) -> list[str]:
     for null in result["null"]:
         engine = null["engine"]
         out += [f"{engine}: scenario {name} not run: {why}" for name, why in null["skipped"].items()]
-        design = f"the sweep's design ({result['settings'].get('rows')} rows per scenario)"
+        design = f"the sweep's design ({result.get('settings', {}).get('rows')} rows per scenario)"
         for fw in null["family_wise"]:
             accept = ACCEPT_FACTOR * fw["alpha"]
             if fw["ci_high"] <= fw["alpha"]:
