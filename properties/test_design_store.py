@@ -71,9 +71,16 @@ def test_scenarios_on_different_seeds_are_bounded_by_a_union(tmp_path):
     headers, seeds = design_store.load(tmp_path)
     plan = _plan({"s1": ["law"], "s2": ["law"], "s3": ["law"]})
     rate = design_store.verdicts(plan, headers, seeds, levels=(0.05,))["family_wise"][0]
-    assert [g["scenarios"] for g in rate["groups"]] == [["s1", "s2"], ["s3"]]
+    assert [g["scenarios"] for g in rate["groups"]] == [["s1", "s2"], ["s3"]]  # 2 x 100 seeds, not 3 x 10
+    _write(tmp_path / "c.jsonl", {"s4": ["law"]}, [(seed, [], {"s4": [0.5]}) for seed in range(98)])
+    headers, seeds = design_store.load(tmp_path)
+    plan4 = _plan({"s1": ["law"], "s2": ["law"], "s3": ["law"], "s4": ["law"]})
+    four = design_store.verdicts(plan4, headers, seeds, levels=(0.05,))["family_wise"][0]["groups"]
+    assert [(g["scenarios"], g["seeds"]) for g in four] == [(["s1", "s2", "s4"], 98), (["s3"], 10)]
+    headers, seeds = design_store.load(tmp_path)
     expected = clopper_pearson(0, 100, 0.975)[1] + clopper_pearson(0, 10, 0.975)[1]
     assert rate["upper_95"] == pytest.approx(expected) and not rate["upper_at_or_below_level"]
+    del seeds["s4"]
     sized = design_store.verdicts(plan, headers, seeds, levels=(0.05,), by_size=("s3",))["family_wise"][0]
     assert sized["upper_95"] == pytest.approx(clopper_pearson(0, 100, 0.95)[1] + 0.05 / 3)
     assert json.loads((tmp_path / "b.jsonl").read_text().splitlines()[1]) == [0, [], {"s3": [0.5]}]

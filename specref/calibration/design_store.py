@@ -85,13 +85,16 @@ def flagged(pvalues: list, certain_failed: bool, level: float, family_size: int)
 
 
 def groups(names: list[str], seeds: dict) -> list[tuple[list[str], list[int]]]:
-    """The planned scenarios split by the seeds they share: the largest set of seeds that most scenarios have (each
-    scenario with those seeds joins, on them), then each other scenario on its own seeds."""
-    counts: dict[frozenset, int] = {}
-    for n in names:
-        counts[frozenset(seeds[n])] = counts.get(frozenset(seeds[n]), 0) + 1
-    main = max(counts, key=lambda k: (counts[k], len(k)))
-    joined = [n for n in names if main <= set(seeds[n])]
+    """The planned scenarios split by the seeds they share: a main group, the scenarios that all have one
+    scenario's seeds (the choice that covers most scenario-seeds), on those seeds; then each other scenario on its
+    own seeds."""
+
+    def members(common: frozenset) -> list[str]:
+        return [n for n in names if common <= set(seeds[n])]
+
+    candidates = {frozenset(seeds[n]) for n in names}
+    main = max(candidates, key=lambda c: (len(members(c)) * len(c), len(c)))
+    joined = members(main)
     return [(joined, sorted(main))] + [([n], sorted(seeds[n])) for n in names if n not in joined]
 
 
