@@ -38,10 +38,11 @@ from ..conformance.engine.plan import LAW, family_of
 from ..conformance.engine.plan_rows import tv_rows
 from ..conformance.engine.run_plan import make_plan
 from ..conformance.engine.sizing import rows_for_tv
-from . import design_store
 from .analysis import clopper_pearson
+from .design_store import LEVELS as STORE_LEVELS
+from .design_store import Writer, load, scenario_digest, verdicts
 
-LEVELS = design_store.LEVELS
+LEVELS = STORE_LEVELS
 RUN_ALPHA = 1e-3
 FLOOR = 0.1
 STORE = Path("reports/calibration-design")
@@ -107,9 +108,9 @@ def calibrate_design(design: str, seeds: int, first_seed: int = 100_000, engine:
     rows = {n: r for n, r in rows.items() if not only or n in only}
     by_name = {s.name: s for s in plan.scenarios}
     header = {"design": design, "engine": engine, "run_alpha": RUN_ALPHA, "family_size": len(plan.alphas),
-              "scenarios": {n: {"rows": r, "digest": design_store.scenario_digest(by_name[n]),
+              "scenarios": {n: {"rows": r, "digest": scenario_digest(by_name[n]),
                                 "checks": list(plan.checks[n].tested)} for n, r in rows.items()}}  # fmt: skip
-    writer = design_store.Writer(Path(store) / design / f"{part}.jsonl", header)
+    writer = Writer(Path(store) / design / f"{part}.jsonl", header)
     started, ran = time.perf_counter(), 0
     with Caller(adapter, CONTRACT, mode="thread", limits=HangLimits(None, 600.0)) as caller:
         for seed in range(first_seed, first_seed + seeds):
@@ -130,17 +131,17 @@ def render(store: Path = STORE, engine: str = "batched", exclude: tuple[str, ...
     adapter = as_adapter(builtin_adapters()[engine]())
     out = []
     for directory in sorted(p for p in Path(store).iterdir() if p.is_dir()):
-        headers, seeds = design_store.load(directory)
+        headers, seeds = load(directory)
         names = [s.name for s in CONTRACT.scenarios(adapter) if s.name not in exclude]
         plan = make_plan(adapter, names, RUN_ALPHA, CONTRACT)
         current = design_rows(directory.name, adapter, make_plan(adapter, None, RUN_ALPHA, CONTRACT))
         stale = [n for n in headers if n in current and (headers[n]["rows"] != current[n] or headers[n]["digest"]
-                 != design_store.scenario_digest(next(s for s in plan.scenarios if s.name == n)))]  # fmt: skip
+                 != scenario_digest(next(s for s in plan.scenarios if s.name == n)))]  # fmt: skip
         absent = [s.name for s in plan.scenarios if not s.probe and s.name not in seeds]
         if absent:  # not run yet: their checks are left out of the family (a smaller one), and the report says so
             names = [n for n in names if n not in absent]
             plan = make_plan(adapter, names, RUN_ALPHA, CONTRACT)
-        result = design_store.verdicts(plan, headers, seeds, LEVELS, RUN_ALPHA, tuple(n for n in by_size if n in seeds))
+        result = verdicts(plan, headers, seeds, LEVELS, RUN_ALPHA, tuple(n for n in by_size if n in seeds))
         out.append({"design": directory.name, "engine": engine, "excluded": list(exclude) + absent,
                     "stale": stale, "rows_per_seed": sum(result["rows"].values()), **result})  # fmt: skip
     return out

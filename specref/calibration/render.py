@@ -111,18 +111,19 @@ def _names(scenarios: list[str]) -> str:
 
 def _design_section(out: Path) -> list[str]:
     """The family-wise rates on the design users run, rendered from the seeds design.py saved under out."""
-    from . import design
+    from .design import BY_SIZE, STORE, WHAT
+    from .design import render as render_design
 
-    store = out / design.STORE.name
+    store = out / STORE.name
     lines = ["## On the design users run", ""]
     if not store.is_dir():
-        return lines + [f"Not measured here: no saved seeds under {store}.", ""]
-    for r in design.render(store, by_size=design.BY_SIZE):
+        return lines + [f"Not measured here: no saved seeds in {STORE.name}/ beside this report.", ""]
+    for r in render_design(store, by_size=BY_SIZE):
         parts = r["family_wise"][0]["groups"]
         seeds = ", ".join(f"{g['seeds']:,} ({_names(g['scenarios'])}{', bounded by size' * (g['bound'] == 'size')})"
                           for g in parts)  # fmt: skip
         left_out = f" Not in this family (no saved seeds): {', '.join(r['excluded'])}." if r["excluded"] else ""
-        lines.append(f"- {design.WHAT.get(r['design'], r['design'])} Family of {r['family_size']} T2 checks; seeds: "
+        lines.append(f"- {WHAT.get(r['design'], r['design'])} Family of {r['family_size']} T2 checks; seeds: "
                      f"{seeds}; {r['rows_per_seed']:,} rows per seed.{left_out}")  # fmt: skip
         for f in r["family_wise"]:
             state = ("validated: the 95% upper bound is at or below the nominal rate" if f["upper_at_or_below_level"]
