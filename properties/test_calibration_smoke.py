@@ -130,7 +130,9 @@ def _null(count: int, trials: int, kinds: dict | None = None) -> dict:
 
 def test_run_level_verdict_reads_the_upper_bound():
     one = analysis.findings({"null": [_null(1, 2000)], "power": []})
-    assert "consistent with the design" in one[0]
+    assert "consistent with the sweep's design" in one[0] and "not shown at or below the nominal" in one[0]
+    clean = analysis.findings({"null": [_null(0, 4000)], "power": []})  # upper bound 9.2e-4
+    assert "validated on the sweep's design" in clean[0]
     five = analysis.findings({"null": [_null(5, 2000)], "power": []})
     assert "not confirmed" in five[0]  # lower bound below alpha, upper above 3e-3: not "consistent"
     many = analysis.findings({"null": [_null(30, 2000)], "power": []})

@@ -281,14 +281,18 @@ def findings(result: dict) -> list[str]:
     for null in result["null"]:
         engine = null["engine"]
         out += [f"{engine}: scenario {name} not run: {why}" for name, why in null["skipped"].items()]
+        design = f"the sweep's design ({result.get('settings', {}).get('rows')} rows per scenario)"
         for fw in null["family_wise"]:
             accept = ACCEPT_FACTOR * fw["alpha"]
-            if fw["ci_high"] <= accept:
-                verdict = f"consistent with the design: 95% upper bound <= {accept:g} ({ACCEPT_FACTOR:g} x alpha)"
+            if fw["ci_high"] <= fw["alpha"]:
+                verdict = f"validated on {design}: the 95% upper bound is at or below the nominal {fw['alpha']:g}"
             elif fw["ci_low"] > fw["alpha"]:
-                verdict = "ABOVE the design: the 95% lower bound exceeds alpha"
+                verdict = f"ABOVE the design on {design}: the 95% lower bound exceeds alpha"
+            elif fw["ci_high"] <= accept:
+                verdict = (f"consistent with {design} (95% upper bound <= {accept:g}, {ACCEPT_FACTOR:g} x alpha) but "
+                           f"not shown at or below the nominal {fw['alpha']:g}: more seeds are needed")  # fmt: skip
             else:
-                verdict = f"not confirmed: the 95% upper bound exceeds {accept:g}; more seeds are needed"
+                verdict = f"not confirmed on {design}: the 95% upper bound exceeds {accept:g}; more seeds are needed"
             out.append(
                 f"{engine}: runs flagged at family-wise alpha {fw['alpha']:g}: {fw['count']}/{fw['trials']} "
                 f"(95% CI [{fw['ci_low']:.4f}, {fw['ci_high']:.4f}]), {verdict}"

@@ -184,7 +184,8 @@ def residual_floor_eps(target_probs, draft_probs, draft_tokens, generator=None, 
 
 # --- vocabulary tail ---
 
-#: The tile of `recovered_whole_tiles_only`: vLLM's Triton samplers scan the vocabulary 8,192 tokens at a time.
+#: The tile of `recovered_whole_tiles_only`: vLLM's sample_recovered_tokens_kernel scans 8,192 tokens a block
+#: (vLLM PR 34974).
 TILE = 8192
 
 

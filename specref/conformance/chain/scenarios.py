@@ -51,7 +51,7 @@ def _peaked(rng, v, zero_fraction=0.0) -> np.ndarray:
 
 
 #: The tile sizes of blocked vocabulary kernels whose last, partial tile the large scenarios put mass on (vLLM's
-#: Triton samplers scan 8,192 tokens a tile).
+#: sample_recovered_tokens_kernel scans 8,192 tokens a block since vLLM PR 34974; vllm-ascend's 4,096).
 TILES = (1024, 2048, 4096, 8192)
 #: The mass the large scenarios' target puts on those tokens, and their draft: most of it is residual.
 TAIL_TARGET_MASS, TAIL_DRAFT_MASS = 0.3, 0.02
@@ -354,10 +354,38 @@ def _markov_entry(description, v, gamma, zero_fraction=0.3, **kw):
     return lambda name, rng: markov(name, description, *_markov_tables(rng, v, zero_fraction), gamma, **kw)
 
 
+#: The most tokens the large scenarios' target spreads over the range (their edge aside): each of them then holds
+#: enough of p and of the residual that no law check pools it into a merged bin at the rows a default run gives them
+#: (a support over every tile of 1,024 at V = 151,936, 149 tokens, passes stats.size.MAX_DF and pools half of p).
+SPREAD_TOKENS = 40
+
+
+def spread_tile(v: int) -> int:
+    """The smallest tile size of TILES with at most SPREAD_TOKENS tiles in [0, v)."""
+    return next((t for t in TILES if -(-v // t) <= SPREAD_TOKENS), TILES[-1])
+
+
+def spread_tokens(rng, v: int) -> np.ndarray:
+    """One token drawn uniformly in every tile of spread_tile(v) tokens of [0, v), the last partial tile included,
+    and the tail_tokens: a sparse support over the whole range, sorted."""
+    tile = spread_tile(v)
+    starts = np.arange(0, v, tile)
+    widths = np.minimum(starts + tile, v) - starts
+    picked = starts + (rng.random(starts.size) * widths).astype(np.int64)
+    return np.union1d(picked, tail_tokens(v))
+
+
 def _large(rng, v) -> tuple[np.ndarray, np.ndarray]:
-    """A large vocabulary's (target, draft): peaked, half the target's tokens at p = 0, and TAIL_TARGET_MASS of p
-    (TAIL_DRAFT_MASS of q) on its edge (tail_tokens: the last tokens and each tile size's last partial tile)."""
-    return _tail_heavy(_peaked(rng, v, 0.5), TAIL_TARGET_MASS), _tail_heavy(_peaked(rng, v, 0.2), TAIL_DRAFT_MASS)
+    """A large vocabulary's (target, draft): the target on spread_tokens only (p = 0 on every other token, so an
+    emission there is a certain failure), TAIL_TARGET_MASS of it on the edge (tail_tokens); the draft dense over the
+    whole vocabulary, half of it on the target's support, TAIL_DRAFT_MASS on the edge. So the residual too has mass
+    in every tile of spread_tile(v) tokens and about half of it on the edge, and the law checks' df is the support's
+    size less one (at most SPREAD_TOKENS + 3), not V / 2."""
+    support = spread_tokens(rng, v)
+    target = np.zeros(v)
+    target[support] = rng.uniform(0.75, 1.25, size=support.size)  # even: no token too rare to count
+    draft = _normalise(0.5 * _normalise(target) + 0.5 * _dense(rng, v))
+    return _tail_heavy(_normalise(target), TAIL_TARGET_MASS), _tail_heavy(draft, TAIL_DRAFT_MASS)
 
 
 def _probe(name, rng) -> Scenario:
@@ -386,10 +414,12 @@ CATALOGUE = {
                                                            _dense(rng, 10), 3),
     "cf_one_hot_draft_g3": _one_hot_draft,
     **{f"markov_g{g}": _markov_entry(f"order-1 Markov, V=6, 30% zeros in p, g={g}", 6, g) for g in (1, 5, 8)},
-    "large_v8193_g2": lambda name, rng: context_free(name, "V=8193, peaked laws, zero-heavy target, 30% of p on "
-                                                     "the vocabulary's edge", *_large(rng, 8193), 2, rows_per_call=512),
-    "large_v151936_g1": lambda name, rng: context_free(name, "V=151936 (Qwen vocab), 30% of p on the vocabulary's "
-                                                       "edge", *_large(rng, 151936), 1, rows_per_call=64),
+    "large_v8193_g2": lambda name, rng: context_free(name, "V=8193, p on one token in every 1,024 and "
+                                                     "30% on the vocabulary's edge", *_large(rng, 8193), 2,
+                                                     rows_per_call=512),
+    "large_v151936_g1": lambda name, rng: context_free(name, "V=151936 (Qwen vocab), p on one token in every "
+                                                       "4,096 and 30% on the edge", *_large(rng, 151936), 1,
+                                                       rows_per_call=64),
     "mixed_batch_g3": _mixed_batch,
     "ragged_g6": _markov_entry("Markov V=6, num_draft ~ U{0..6}, -1 placeholders", 6, 6, ragged=True),
     "point_mass_g4": _markov_entry("Markov V=6, draft_probs=None", 6, 4, point_mass=True),
