@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.stats import binomtest, chi2, kstest, ncx2, norm
+from scipy.stats import binomtest, chi2, kstest, ncx2
 
 from ..conformance.chain.scenarios import Scenario
 from ..conformance.engine import registry
@@ -186,13 +186,6 @@ def designed_power(records: list, distance: float) -> float:
     return POWER[registry.get(records[0].id.kind).power](records, n, alpha, distance)
 
 
-def _normal_mean_power(records: list, n: float, alpha: float, distance: float) -> float:
-    beta = records[0].details.get("beta", 1e-3)
-    detectable = float(np.median([r.detectable_tv for r in records]))
-    standard_error = detectable / (norm.isf(alpha / 2) + norm.isf(beta))
-    return float(norm.sf(norm.isf(alpha / 2) - distance / standard_error))
-
-
 def _binomial_positions_power(records: list, n: float, alpha: float, distance: float) -> float:
     """Exact binomial per position, Bonferroni over m positions: the power at the position with fewest trials."""
     positions = records[0].details.get("positions", [])
@@ -215,8 +208,7 @@ def _chisquare_power(records: list, n: float, alpha: float, distance: float) -> 
 
 
 #: The designed power of each model a check kind declares (registry.CheckKind.power).
-POWER = {"normal mean": _normal_mean_power, "binomial positions": _binomial_positions_power,
-         "chi-square": _chisquare_power}  # fmt: skip
+POWER = {"binomial positions": _binomial_positions_power, "chi-square": _chisquare_power}
 
 
 def power_summary(sw: Sweep, null: Sweep | None, caught_by: list[str], lossy: bool) -> dict:

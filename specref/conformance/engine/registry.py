@@ -32,8 +32,8 @@ CHAIN, TREE, PIPELINE, SAMPLING = "chain", "tree", "pipeline", "sampling"
 TIERS = ("T0", "T2", "run", "call")
 
 #: The designed-power models: a chi-square on df bins (noncentral chi-square), exact binomials per position
-#: (Bonferroni over them), a normal mean shift (Bennett-bounded standard error).
-POWER_MODELS = ("chi-square", "binomial positions", "normal mean")
+#: (Bonferroni over them).
+POWER_MODELS = ("chi-square", "binomial positions")
 
 #: The plan predicate's answers besides a skip reason (a str) and None (the kind does not apply to the scenario).
 TEST, CERTAIN = "test", "certain"

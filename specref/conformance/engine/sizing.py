@@ -14,7 +14,7 @@ distance the report states at the end is at most the one asked for, but with pro
 The bound on a law check is the worst case of the merged chi-square (stats.power): lambda* at the check's unmerged
 degrees of freedom (capped at MAX_DF, as merging caps it) and at the ladder's smallest E, both of which can only
 overstate what the real check needs (its df after merging and its reference E are no larger, no smaller). Rate
-checks state |p - p0| (the normal bound plus 1/n for the exact test's lattice), mean checks their Bennett shift.
+checks state |p - p0| (the normal bound plus 1/n for the exact test's lattice).
 
 Without --tv, `allocate` spends a budget across scenarios by bisection on the distance d: the smallest d whose rows
 (rows_for_tv at d, per scenario) cost no more than the time there is at each scenario's measured seconds per row. The
@@ -32,7 +32,6 @@ from functools import lru_cache
 from scipy.stats import norm
 
 from ...stats import noncentrality_for_power
-from ...stats.bennett import detectable_shift
 from ...stats.power import min_count_thinned, min_num_samples_thinned
 from ...stats.size import E_LADDER, MAX_DF
 
@@ -44,7 +43,7 @@ Z_MARGIN = 5.0
 #: The allocation's search range of distances, and the fewest rows a sized scenario gets.
 SMALLEST_TV, LARGEST_TV, MIN_SIZED_ROWS = 1e-3, 1.0, 256
 #: Units of the distances a check states (CheckResult.detectable_tv): TV for laws, |p - p0| for rates.
-TV, RATE, MEAN = "TV", "|p - p0|", "mean shift"
+TV, RATE = "TV", "|p - p0|"
 
 
 @dataclass(frozen=True)
@@ -52,7 +51,7 @@ class Demand:
     """One T2 check's need: the share of rows feeding it and its detectable distance at n draws (in `unit`)."""
 
     check: str  # "kind[scenario]"
-    unit: str  # TV, RATE or MEAN
+    unit: str  # TV or RATE
     fraction: float  # expected draws per row of the scenario
     detectable: Callable[[float], float]  # n draws -> the distance detected with power 1 - BETA
 
@@ -87,26 +86,6 @@ def rate_demand(check: str, fraction: float, alpha: float, p0: float, unit: str 
         return d
 
     return Demand(check, unit, fraction, detectable)
-
-
-def mean_demand(check: str, fraction: float, alpha: float, mean: float, variance: float, lo: float,
-                hi: float) -> Demand | None:  # fmt: skip
-    """The two-sided Bennett test of a mean on [lo, hi] with known variance (stats.bennett.detectable_shift)."""
-    if not (fraction > 0 and variance > 0):
-        return None
-
-    @lru_cache(maxsize=512)
-    def shift(n: int) -> float:
-        return detectable_shift(n, alpha, BETA, mean, variance, lo, hi)
-
-    return Demand(check, MEAN, fraction, lambda n: shift(_grid(n)))
-
-
-def _grid(n: float) -> int:
-    """n rounded down to 3 significant digits (the Bennett scan is cached on this grid; rounding down is safe)."""
-    n = max(1, int(n))
-    step = 10 ** max(0, int(math.log10(n)) - 2)
-    return max(1, n // step * step)
 
 
 def worst(demands: list[Demand], rows: int) -> float:
@@ -210,5 +189,5 @@ def max_worst(costs: dict, rows: dict[str, int], law: bool = False) -> float:
     return max((worst(entry[0] if law else entry[1], rows[name]) for name, entry in costs.items()), default=0.0)
 
 
-__all__ = ["Allocation", "BETA", "Demand", "allocate", "max_worst", "mean_demand", "rate_demand", "rows_for_tv",
+__all__ = ["Allocation", "BETA", "Demand", "allocate", "max_worst", "rate_demand", "rows_for_tv",
            "tv_demand", "worst"]  # fmt: skip
