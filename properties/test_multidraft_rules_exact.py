@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from specref import exact_tree
 from specref import strategies as sst
-from specref.models import ContextFree
+from specref.models import ContextFree, HashedContext
 from specref.reference import kseq
 from specref.reference.drafting import chain_shape
 
@@ -81,6 +81,24 @@ def test_traversal_is_block_on_a_chain_and_rsd_on_a_star(data):
     assert exact_tree.tree_cycle_law(target, draft, (), star, "without_replacement", "traversal") == (
         exact_tree.tree_cycle_law(target, draft, (), star, "without_replacement", "rsd")
     )
+
+
+def test_traversal_law_over_drafted_trees_equals_end_to_end_replay():
+    """The whole-tree rule's default method (the drafted tree's law, then the walk on each tree held fixed) against
+    the end-to-end replay of the cycle, on ragged shapes in two vocabularies, context-free and context-dependent."""
+    p = ContextFree([Fraction(1, 2), Fraction(3, 10), Fraction(1, 5)])
+    q = ContextFree([Fraction(1, 5), Fraction(3, 10), Fraction(1, 2)])
+    target, draft = HashedContext(3, 7, zero_fraction=0.0), HashedContext(3, 8, zero_fraction=0.3)
+    for models in ((p, q), (target, draft)):
+        for shape in [(((), ()), ((),)), ((((),),), ()), ((), (), ())]:
+            trees = exact_tree.tree_cycle_law(*models, (), shape, "without_replacement", "traversal")
+            assert trees == exact_tree.tree_cycle_law(*models, (), shape, "without_replacement", "traversal",
+                                                      method="replay")  # fmt: skip
+            assert sum(trees.values()) == 1
+    mss = exact_tree.tree_cycle_law(target, draft, (1,), ((), ((),)), "iid", "mss", method="trees")
+    assert mss == exact_tree.tree_cycle_law(target, draft, (1,), ((), ((),)), "iid", "mss")  # any rule
+    with pytest.raises(ValueError, match="method='whole'"):
+        exact_tree.tree_cycle_law(p, q, (), ((),), "iid", "mss", method="whole")
 
 
 def test_each_accepts_otherwise_than_the_rule_it_extends():

@@ -3,9 +3,10 @@
 `tree_cycle_law` enumerates `specref.reference.drafting.cycle` (lazy drafting, then `tree.walk`). By default it
 enumerates one node at a time (method="nodes"): what the walk does at a node, drafting that node's children
 included, and composes: after the walk moves to a child, it uses fresh randomness and depends only on the
-child's context and shape, just as `specref.exact.sequence_law` composes cycles. method="replay" enumerates the
-whole cycle end to end, to cross-check the composition on small cases; it is the only method for a rule that
-verifies the whole tree at once (traversal: `tree.WHOLE_TREE`).
+child's context and shape, just as `specref.exact.sequence_law` composes cycles. A rule that verifies the whole
+tree at once (traversal: `tree.WHOLE_TREE`) has no first step to compose: method="trees" (its default) enumerates
+the drafted tree's law, then the walk's law on each tree held fixed. method="replay" enumerates the whole cycle
+end to end (drafting again on every path of the walk), to cross-check both on small cases.
 
 `rule` is any rule `specref.reference.tree.parse_rule` reads, a sibling order included ("mss:random-order"): the
 order's draws are random choices of the walk like the others, so its law is enumerated the same way.
@@ -60,12 +61,14 @@ def tree_cycle_law(
 ) -> Law:
     """Law of the tokens one tree cycle emits (drafting by `scheme`, verification by `rule`)."""
     target, draft = _Checked(target, "target"), _Checked(draft, "draft")
-    if tree.parse_rule(rule).base in tree.WHOLE_TREE:
-        method = "replay"  # a whole-tree rule reads every node before its first test: no first step to compose
+    if method not in ("nodes", "trees", "replay"):
+        raise ValueError(f"method={method!r}; expected 'nodes', 'trees' or 'replay'")
+    if tree.parse_rule(rule).base in tree.WHOLE_TREE and method == "nodes":
+        method = "trees"  # a whole-tree rule reads every node before its first test: no first step to compose
     if method == "replay":
         return enumerate_law(lambda rng: tuple(drafting.cycle(target, draft, prefix, shape, scheme, rule, rng)))
-    if method != "nodes":
-        raise ValueError(f"method={method!r}; expected 'nodes' or 'replay'")
+    if method == "trees":
+        return _law_over_trees(target, draft, prefix, shape, scheme, rule)
     memo: dict = {}
 
     def law_from(context: tuple[int, ...], node_shape) -> Law:
@@ -82,6 +85,29 @@ def tree_cycle_law(
         return memo[(context, node_shape)]
 
     return law_from(tuple(prefix), shape)
+
+
+def _law_over_trees(target: Model, draft: Model, prefix: Sequence[int], shape, scheme: str, rule: str) -> Law:
+    """The cycle's law as the law of the drafted tree, then the walk's law on each tree held fixed: the drafting
+    is enumerated once per tree, not once per path of the walk (as method="replay" does). Exact for any rule: the
+    walk reads the drafted tree and its own draws only."""
+    trees: dict = {}
+
+    def drafted(rng):
+        whole = drafting.DraftedTree(target, draft, prefix, shape, scheme, rng)
+        frontier = [0]
+        while frontier:
+            frontier = [c for node in frontier for c in whole.children(node)]
+        whole.rng = None  # drafted: the walk below draws from its own replay
+        key = (tuple(whole.tokens[1:]), tuple(whole.parents[1:]))
+        trees.setdefault(key, whole)
+        return key
+
+    out: dict = defaultdict(Fraction)
+    for key, tree_prob in enumerate_law(drafted).items():
+        for tokens, prob in enumerate_law(lambda rng, t=trees[key]: tuple(tree.walk(t, rule, rng)[0])).items():
+            out[tokens] += tree_prob * prob
+    return dict(out)
 
 
 def verify_tree_law(target_probs, draft_probs, draft_tokens, parents, rule: str) -> Law:
