@@ -122,5 +122,6 @@ def test_demo_conforms_the_kernel_flags_the_mutant_and_writes_both_reports(tmp_p
     wanted = f"t0_residual_support[{demo.CATCH_SCENARIO}]"
     check = next(c for c in records[demo.MUTANT]["checks"] if c["name"] == wanted)
     result = binomial_rate(int(check["statistic"]), check["n"], demo.row_catch_probability(), alpha=ALPHA)
-    assert check["n"] >= 256 and result.detectable_tv < 0.2, result
+    # 256 rows, the least a run gives a scenario (a slow machine's 20 s gives the mutant no more), detect 0.28
+    assert check["n"] >= 256 and result.detectable_tv < 0.3, result
     assert result.passed, result
