@@ -15,6 +15,7 @@ speculative sampling.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 #: Bisection steps for rho*: the bracket [1, K] shrinks to (K - 1) 2^-STEPS.
 STEPS = 40
@@ -35,6 +36,11 @@ def covered(p: Sequence, q: Sequence, k: int, rho) -> bool:
 
 def threshold(p: Sequence, q: Sequence, k: int):
     """rho*, from above (module docstring); 1 where K = 1 or where rho = 1 is already valid."""
+    return _threshold(tuple(p), tuple(q), k)
+
+
+@lru_cache(maxsize=1 << 12)  # an exact enumeration meets the same rows at every node of every path
+def _threshold(p: tuple, q: tuple, k: int):
     one = p[0] * 0 + 1  # 1 in the rows' arithmetic
     if k <= 1 or covered(p, q, k, one):
         return one
