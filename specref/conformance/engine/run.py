@@ -37,7 +37,6 @@ import os
 from collections.abc import Callable
 
 from ... import arguments
-from ...errors import BadArgument
 from .assemble import build_report
 from .calls import AdapterFailure, Caller
 from .contract import Contract
@@ -93,8 +92,7 @@ def run_contract(
     scenario's N is fixed before its main pass.
     """
     tv, resolution = arguments.tv(tv), arguments.resolution(resolution)
-    if tv is not None and rows is not None:
-        raise BadArgument(f"tv={tv!r} and rows={rows!r}: give one (tv sizes the rows itself)")
+    arguments.tv_or_rows(tv, rows)
     if budget_seconds is None and rows is None and tv is None:
         budget_seconds = DEFAULT_BUDGET
     seed, alpha, rows = arguments.seed(seed), arguments.alpha(alpha), arguments.rows(rows)

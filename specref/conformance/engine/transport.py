@@ -42,27 +42,24 @@ class Packed:
 
 def pack(obj):
     """obj with its large arrays packed (dicts, tuples and lists are walked; everything else is left as it is)."""
-    if isinstance(obj, np.ndarray):
-        return _pack_array(obj)
-    if isinstance(obj, dict):
-        return {key: pack(value) for key, value in obj.items()}
-    if isinstance(obj, tuple):
-        return tuple(pack(value) for value in obj)
-    if isinstance(obj, list):
-        return [pack(value) for value in obj]
-    return obj
+    return _map(obj, np.ndarray, _pack_array)
 
 
 def unpack(obj):
     """The inverse of pack."""
-    if isinstance(obj, Packed):
-        return _unpack_array(obj)
+    return _map(obj, Packed, _unpack_array)
+
+
+def _map(obj, kind: type, leaf):
+    """obj with leaf applied to every value of type kind inside its dicts, tuples and lists."""
+    if isinstance(obj, kind):
+        return leaf(obj)
     if isinstance(obj, dict):
-        return {key: unpack(value) for key, value in obj.items()}
+        return {key: _map(value, kind, leaf) for key, value in obj.items()}
     if isinstance(obj, tuple):
-        return tuple(unpack(value) for value in obj)
+        return tuple(_map(value, kind, leaf) for value in obj)
     if isinstance(obj, list):
-        return [unpack(value) for value in obj]
+        return [_map(value, kind, leaf) for value in obj]
     return obj
 
 
