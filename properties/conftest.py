@@ -1,6 +1,7 @@
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 # Test modules import shared helpers (budget.py) by bare name.
@@ -26,4 +27,9 @@ def pytest_collection_modifyitems(config, items):
             return TIER_ORDER.index("gpu")
         return next((i for i, tier in enumerate(TIER_ORDER) if item.get_closest_marker(tier)), len(TIER_ORDER))
 
+    ci_tiers = TIER_ORDER[:-1]  # noxfile's TIERS: what CI selects by (a gpu test carries one of them too)
+    untiered = [item.nodeid for item in items if not any(item.get_closest_marker(t) for t in ci_tiers)]
+    if untiered:  # CI selects by tier, so a test without one would never run there
+        raise pytest.UsageError(f"{len(untiered)} tests carry no tier marker ({', '.join(ci_tiers)}), so CI's "
+                                f"selection never runs them: {untiered[:5]}")  # fmt: skip
     items.sort(key=rank)
