@@ -11,10 +11,12 @@ import subprocess
 import sys
 import termios
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from specref.cli import main
+from specref.conformance.engine.passes import Calls, Sizing, _progress
 from specref.conformance.engine.progress import ProgressBar
 
 pytestmark = pytest.mark.exact
@@ -37,6 +39,16 @@ def test_without_a_terminal_one_line_per_scenario(tmp_path, capsys):
 def test_the_expected_end_is_the_budget_left_or_the_rate_so_far():
     assert ProgressBar("x", 300.0).line("a: 5 rows", 0.5, 100.0).endswith("expected end in ~200 s")
     assert ProgressBar("x", None).line("a: 5 rows", 0.25, 30.0).endswith("expected end in ~90 s")
+
+
+def test_a_fixed_n_run_reports_its_share_done_by_expected_seconds():
+    """A --tv run's N differ by 1,000x between scenarios: the share done after each is its expected seconds' (rows
+    left after the warm-up x seconds a row), not its count; a run without fixed N keeps the count."""
+    a, b, c = (SimpleNamespace(name=n, joint=False) for n in "abc")
+    calls = Calls({}, {}, warmup={"a": 1e-3, "b": 1e-3, "c": 2e-3}, first_rows={"a": 100, "b": 100, "c": 100})
+    assert _progress([a, b, c], calls, Sizing(0.0, rows={"a": 100_100, "b": 1_100, "c": 50_100})) == [
+        pytest.approx(100 / 201), pytest.approx(101 / 201), 1.0]  # fmt: skip
+    assert _progress([a, b, c], calls, Sizing(60.0)) == [1 / 3, 2 / 3, 1.0]
 
 
 def test_on_a_terminal_the_bar_is_shown_before_torch_loads(tmp_path):

@@ -114,6 +114,11 @@ class Calls:
         """tally(scenario) -> the contract's tally of one scenario (engine/contract.Contract.tally)."""
         return cls({s.name: tally(s) for s in plan}, {s.name: [] for s in plan})
 
+    def per_row(self, s: Scenario) -> float:
+        """Wall seconds per row of a scenario at the warm-up's speed (a joint scenario's row is JOINT_TOKENS calls'
+        rows); 0 before its warm-up."""
+        return self.warmup.get(s.name, 0.0) * (JOINT_TOKENS if s.joint else 1)
+
     def halted(self, s: Scenario, failure: AdapterFailure) -> bool:
         """Record a failure; True when it was a hang, which stops the run's calls."""
         self.broken[s.name] = failure
@@ -201,6 +206,7 @@ def main_pass(caller: Caller, plan: list[Scenario], calls: Calls, seed: int, siz
     """
     reserve = _reserve(caller, sizing.budget_seconds) if math.isfinite(clock.deadline) else 0.0
     todo = sorted((s for s in plan if s.name not in calls.broken), key=sizing.order or (lambda s: not s.probe))
+    done = _progress(todo, calls, sizing)
     for i, s in enumerate(todo):  # the probe first
         if sizing.before is not None:
             sizing.before(s, todo[i:])
@@ -216,7 +222,18 @@ def main_pass(caller: Caller, plan: list[Scenario], calls: Calls, seed: int, siz
             if calls.halted(s, failure):
                 return
         calls.finished.add(s.name)
-        tell(f"{s.name}: {calls.tallies[s.name].rows:,} rows", 0.1 + 0.8 * (i + 1) / len(todo))
+        tell(f"{s.name}: {calls.tallies[s.name].rows:,} rows", 0.1 + 0.8 * done[i])
+
+
+def _progress(todo: list[Scenario], calls: Calls, sizing: Sizing) -> list[float]:
+    """The share of the main pass done after each scenario of todo: by its expected seconds when every N is fixed
+    and timed (a --tv run's N differ by 1,000x between scenarios), else by its count."""
+    fixed = [sizing.fixed(s) for s in todo]
+    seconds = [calls.per_row(s) * (n - calls.first_rows.get(s.name, 0)) if n else 0.0 for s, n in zip(todo, fixed)]
+    total = sum(seconds)
+    if None in fixed or total <= 0:
+        return [(i + 1) / len(todo) for i in range(len(todo))]
+    return [float(x) for x in np.cumsum(seconds) / total]
 
 
 def _scenario_pass(caller, s: Scenario, calls: Calls, seed: int, fixed: int | None, slice_end: float, clock: Clock,

@@ -15,7 +15,6 @@ import math
 import time
 
 from ...errors import UsageError
-from .joint import JOINT_TOKENS
 from .plan import LAW, family_of
 from .sizing import Allocation, allocate, max_worst, rows_for_tv
 
@@ -57,14 +56,9 @@ def tv_rows(contract, adapter, plan, tv: float) -> dict[str, int]:
     return {s.name: contract.max_rows(s) if s.probe else rows_for_tv(demands[s.name], tv) for s in plan.scenarios}
 
 
-def _per_row(s, calls) -> float:
-    """Wall seconds per row of a scenario (a joint scenario's row is JOINT_TOKENS calls' rows)."""
-    return calls.warmup.get(s.name, 0.0) * (JOINT_TOKENS if s.joint else 1)
-
-
 def expected_seconds(plan, calls, rows: dict[str, int]) -> float:
     """The seconds the main pass should take at the warm-up's measured speed (rows already run are not counted)."""
-    return sum(_per_row(s, calls) * max(0, rows[s.name] - calls.first_rows.get(s.name, 0))
+    return sum(calls.per_row(s) * max(0, rows[s.name] - calls.first_rows.get(s.name, 0))
                for s in plan.scenarios if s.name in rows and s.name not in calls.broken)  # fmt: skip
 
 
@@ -91,12 +85,12 @@ def allocate_rows(contract, adapter, plan, calls, seconds: float, floor: float,
         return None, None
     live = [s for s in plan.scenarios if s.name not in calls.broken]
     costs = {s.name: ([d for d in demands[s.name] if family_of(d.check.partition("[")[0]) == LAW], demands[s.name],
-                      _per_row(s, calls)) for s in live if not s.probe}  # fmt: skip
+                      calls.per_row(s)) for s in live if not s.probe}  # fmt: skip
     probe = next((s for s in live if s.probe), None)
     probe_seconds = None
     if probe is not None:
         floor_cost = sum(c[2] * rows_for_tv(c[0], floor) for c in costs.values())
-        wanted = _per_row(probe, calls) * contract.max_rows(probe)
+        wanted = calls.per_row(probe) * contract.max_rows(probe)
         probe_seconds = min(wanted, max(PROBE_MIN_SHARE * seconds, min(probe_share * seconds, seconds - floor_cost)))
         seconds -= probe_seconds
     allocation = allocate(costs, max(seconds, 0.0), floor)
