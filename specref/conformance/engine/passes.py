@@ -119,6 +119,10 @@ class Calls:
         rows); 0 before its warm-up."""
         return self.warmup.get(s.name, 0.0) * (JOINT_TOKENS if s.joint else 1)
 
+    def seconds_left(self, s: Scenario, rows: int) -> float:
+        """The main-pass seconds of s at `rows` rows, at the warm-up's speed (its probe-pass rows already run)."""
+        return self.per_row(s) * max(0, rows - self.first_rows.get(s.name, 0))
+
     def halted(self, s: Scenario, failure: AdapterFailure) -> bool:
         """Record a failure; True when it was a hang, which stops the run's calls."""
         self.broken[s.name] = failure
@@ -229,7 +233,7 @@ def _progress(todo: list[Scenario], calls: Calls, sizing: Sizing) -> list[float]
     """The share of the main pass done after each scenario of todo: by its expected seconds when every N is fixed
     and timed (a --tv run's N differ by 1,000x between scenarios), else by its count."""
     fixed = [sizing.fixed(s) for s in todo]
-    seconds = [calls.per_row(s) * (n - calls.first_rows.get(s.name, 0)) if n else 0.0 for s, n in zip(todo, fixed)]
+    seconds = [calls.seconds_left(s, n) if n else 0.0 for s, n in zip(todo, fixed)]
     total = sum(seconds)
     if None in fixed or total <= 0:
         return [(i + 1) / len(todo) for i in range(len(todo))]

@@ -58,8 +58,8 @@ def tv_rows(contract, adapter, plan, tv: float) -> dict[str, int]:
 
 def expected_seconds(plan, calls, rows: dict[str, int]) -> float:
     """The seconds the main pass should take at the warm-up's measured speed (rows already run are not counted)."""
-    return sum(calls.per_row(s) * max(0, rows[s.name] - calls.first_rows.get(s.name, 0))
-               for s in plan.scenarios if s.name in rows and s.name not in calls.broken)  # fmt: skip
+    return sum(calls.seconds_left(s, rows[s.name]) for s in plan.scenarios
+               if s.name in rows and s.name not in calls.broken)  # fmt: skip
 
 
 def check_budget(tv: float, plan, calls, rows: dict[str, int], left: float) -> float:
