@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import block_laws
+from .columns import rows_any
 from .scenarios import Scenario
 
 RULES = {
@@ -169,10 +170,10 @@ def may_correct_at(target_seen: np.ndarray, draft_seen: np.ndarray | None, rows:
     q = draft_seen[rows, positions, tokens]
     if target_seen.strides[0] == 0 and draft_seen.strides[0] == 0:  # the same rows in every batch row
         levels = np.unique(positions)
-        empty_at = ~((target_seen[0, levels] - draft_seen[0, levels]) > 0).any(-1)  # [levels]
+        empty_at = ~rows_any((target_seen[0, levels] - draft_seen[0, levels]) > 0)  # [levels]
         empty = empty_at[np.searchsorted(levels, positions)]
     else:
-        empty = ~((target_seen[rows, positions] - draft_seen[rows, positions]) > 0).any(-1)
+        empty = ~rows_any((target_seen[rows, positions] - draft_seen[rows, positions]) > 0)
     residual = (p - q > 0) | (empty & (p > 0))
     return {rule: match if check_rule(rule) == "match" else residual for rule in RULES}
 

@@ -20,6 +20,7 @@ import torch
 
 from ...errors import BadArgument
 from ..engine.precision import as_given
+from .columns import rows_sum
 
 # --- laws -------------------------------------------------------------------------------------------------------
 
@@ -220,7 +221,7 @@ class Scenario:
         for i in range(g if self.draft.shape[0] > 1 else 0):  # g <= 8: positions, vectorised over rows and states
             if v <= SMALL_V:  # searchsorted(right) is the count of cdf entries <= x: one comparison for every row
                 here = states[:, i]
-                picked = np.minimum((cdf[here] <= (rows_draws[:, i] * cdf[here, -1])[:, None]).sum(1), v - 1)
+                picked = np.minimum(rows_sum(cdf[here] <= (rows_draws[:, i] * cdf[here, -1])[:, None]), v - 1)
                 for row in np.flatnonzero(self.draft[here, picked] <= 0):  # rounding onto a zero: rare
                     picked[row] = _positive(self.draft[here[row]], picked[row : row + 1])[0]
                 tokens[:, i] = picked

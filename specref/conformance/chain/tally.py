@@ -19,6 +19,7 @@ Counts do not depend on the rule, only expected laws do: `t2_results(alphas, rul
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -30,6 +31,7 @@ from ..engine.counts import Counts
 from ..engine.registry import CHAIN
 from ..engine.results import t0_result
 from . import laws
+from .columns import rows_all, rows_any, rows_sum
 from .plan import plan_for
 from .scenarios import Batch, Scenario
 
@@ -45,17 +47,24 @@ def t0_violations(
     Ids, padding, the prefix and zero probability hold for every lossless rule; the rule's residual support is not
     here, so no law count (first token, joint law) ever drops a row because of the rule a verifier follows.
     """
-    g = out.shape[1] - 1
+    width = out.shape[1]
+    g = width - 1
     emitted = out >= 0
-    ok_ids = ((~emitted & (out == -1)) | (emitted & (out < vocab))).all(1)
-    k = emitted.cumprod(1).sum(1)  # leading emitted tokens
-    ok_pad = (emitted.sum(1) == k) & (k >= 1) & (k <= batch.num_draft + 1)
+    in_vocab = out < vocab
+    ok_ids = rows_all((out >= -1) & in_vocab)  # -1, or a token in [0, V)
+    count = rows_sum(emitted)
+    k = (~emitted).argmax(1)  # leading emitted tokens: the first -1 (argmax of a bool row stops at its first True)
+    k[count == width] = width
+    ok_pad = (count == k) & (k >= 1) & (k <= batch.num_draft + 1)
     accepted = np.clip(k - 1, 0, g)  # A
-    drafts = np.concatenate([batch.draft_tokens, np.full((len(out), 1), -1)], 1)
-    prefix_bad = ((np.arange(g + 1)[None, :] < accepted[:, None]) & (out != drafts)).any(1)
-    safe = np.where(emitted & (out < vocab), out, 0)  # bad ids are charged to t0_valid_ids
-    p_at = np.take_along_axis(target_seen, safe[:, :, None], 2)[:, :, 0]  # [B, g+1]
-    zero_hit = (emitted & (p_at <= 0)).any(1)
+    prefix_bad = rows_any((np.arange(g)[None, :] < accepted[:, None]) & (out[:, :g] != batch.draft_tokens))
+    valid = emitted & in_vocab
+    safe = np.where(valid, out, 0)  # bad ids are charged to t0_valid_ids
+    if target_seen.strides[0] == 0 and len(out):  # a context-free batch: one [g+1, V] table read at every row
+        p_at = target_seen[0][np.arange(width)[None, :], safe]  # [B, g+1]
+    else:
+        p_at = np.take_along_axis(target_seen, safe[:, :, None], 2)[:, :, 0]  # [B, g+1]
+    zero_hit = rows_any(emitted & (p_at <= 0))
     return {
         "t0_valid_ids": ~ok_ids,
         "t0_padding": ~ok_pad,
@@ -64,13 +73,25 @@ def t0_violations(
     }, accepted
 
 
-def _bump(table: np.ndarray, index: tuple) -> None:
-    """np.add.at(table, index, 1), by one bincount (np.add.at is an order of magnitude slower) where the table is a
-    small contiguous count table."""
-    if table.size > 1 << 22 or not table.flags.c_contiguous:
-        np.add.at(table, index, 1)
+@functools.cache
+def _position_masks(g: int) -> tuple[np.ndarray, np.ndarray]:
+    """[g, g+1, g+1] int64 masks over (position i, num_draft, accepted): reached[i] counts rows with num_draft > i
+    and A >= i, rejected[i] those with A == i < num_draft, so both are sums of a call's length counts."""
+    position, drafted, accepted = np.ogrid[:g, : g + 1, : g + 1]
+    reach = ((drafted > position) & (accepted >= position)).astype(np.int64)
+    reject = ((drafted > position) & (accepted == position)).astype(np.int64)
+    return reach, reject
+
+
+def _bump_flat(table: np.ndarray, flat: np.ndarray) -> None:
+    """Add 1 at each flat index of a C-contiguous count table: one bincount over the table where the call's rows
+    are many against its size (np.add.at is an order of magnitude slower per row), np.add.at where they are few
+    (a bincount of a [151936] table zeroes 1.2 MB for 64 rows)."""
+    if not flat.size:
         return
-    flat = np.ravel_multi_index(index, table.shape)
+    if flat.size * 16 < table.size:
+        np.add.at(table.reshape(-1), flat, 1)
+        return
     table += np.bincount(flat, minlength=table.size).reshape(table.shape).astype(table.dtype, copy=False)
 
 
@@ -134,28 +155,31 @@ class Tally(Counts):
         self._residual_support(good & (accepted < batch.num_draft), accepted, last, batch, out, probs_seen, where)
 
         rows_ok = np.flatnonzero(good)
-        st, acc, nd = batch.states[rows_ok], accepted[rows_ok], batch.num_draft[rows_ok]
-        _bump(self.first, (st[:, 0], out[rows_ok, 0]))
-        _bump(self.length, (st[:, 0], nd, acc))
+        st0, acc, nd = batch.states[rows_ok, 0], accepted[rows_ok], batch.num_draft[rows_ok]
+        width = g + 1
+        _bump_flat(self.first, st0 * v + out[rows_ok, 0])
+        length = np.bincount((st0 * width + nd) * width + acc, minlength=self.length.size)
+        self.length += length.reshape(self.length.shape)
+        by_draft = length.reshape(self.length.shape).sum(0)  # [num_draft, accepted] of this call
+        reach_mask, reject_mask = _position_masks(g)
+        self.reached += np.tensordot(reach_mask, by_draft, 2)
+        self.rejected += np.tensordot(reject_mask, by_draft, 2)
         rej = acc < nd
-        state_at = st[np.arange(rows_ok.size), acc]
+        state_at = batch.states[rows_ok, acc]
+        last_ok = last[rows_ok]
         corr_stratum = state_at[rej]
         if sc.point_mass:
             corr_stratum = corr_stratum * v + batch.draft_tokens[rows_ok[rej], acc[rej]]
         if rej.any() and "rejection" not in self.examples:  # the example a certain reject_rate failure shows
             self._count("rejection", np.isin(np.arange(rows), rows_ok[rej]), batch, out, where)
-        _bump(self.correction, (corr_stratum, last[rows_ok[rej]]))
-        _bump(self.bonus, (state_at[~rej], last[rows_ok[~rej]]))
-        for i in range(g):
-            here = nd > i
-            self.reached[i] += int((here & (acc >= i)).sum())
-            self.rejected[i] += int((here & (acc == i)).sum())
+        _bump_flat(self.correction, corr_stratum * v + last_ok[rej])
+        _bump_flat(self.bonus, state_at[~rej] * v + last_ok[~rej])
         if sc.identical_rows:
-            half = rows_ok[rows_ok % 2 == 0]
-            half = half[np.isin(half + 1, rows_ok)]
+            pairs = rows - rows % 2
+            half = 2 * np.flatnonzero(good[0:pairs:2] & good[1:pairs:2])  # rows 2j with 2j and 2j+1 counted
             if self.pairs is None:
                 self.pairs = np.zeros((v, v), dtype=np.int64)
-            _bump(self.pairs, (out[half, 0], out[half + 1, 0]))
+            _bump_flat(self.pairs, out[half, 0] * v + out[half + 1, 0])
         return good
 
     @staticmethod
