@@ -25,6 +25,7 @@ from fractions import Fraction
 import numpy as np
 import torch
 
+from ... import exact_store
 from ...errors import BadArgument
 from ...reference.drafting import chain_shape, shape_depth, shape_size
 from ..chain.scenarios import _dense, _normalise, _peaked, _rng
@@ -134,25 +135,22 @@ class TreeScenario:
 
     def models(self):
         """(target, draft) as functions of a context (token tuple from the start state) returning Fraction rows."""
-        target = [[Fraction(float(x)) for x in row] for row in self.target]
-        draft = [[Fraction(float(x)) for x in row] for row in self.draft]
+        return exact_store.machine(*self._fraction_rows(), self.next_state, self.start)
 
-        def state(context):
-            s = self.start
-            for token in context:
-                s = int(self.next_state[s, token])
-            return s
-
-        return (lambda context: target[state(context)]), (lambda context: draft[state(context)])
+    def _fraction_rows(self) -> tuple[list, list]:
+        return ([[Fraction(float(x)) for x in row] for row in self.target],
+                [[Fraction(float(x)) for x in row] for row in self.draft])  # fmt: skip
 
     def cycle_law(self, shape_index: int, scheme: str, rule: str) -> dict:
-        """Exact law {emitted tokens: probability} of one cycle from the start state (specref.exact_tree)."""
-        from ...exact_tree import tree_cycle_law
-
+        """Exact law {emitted tokens: probability} of one cycle from the start state (specref.exact_tree), kept on
+        disk across runs (specref.exact_store)."""
         key = (shape_index, scheme, rule)
         if key not in self._laws:
-            target, draft = self.models()
-            self._laws[key] = tree_cycle_law(target, draft, (), self.shapes[shape_index], scheme, rule)
+            target, draft = self._fraction_rows()
+            label = f"{self.name}-{str(self.dtype).replace('torch.', '')}-{shape_index}-{scheme}-{rule}"
+            shape = self.shapes[shape_index]
+            self._laws[key] = exact_store.tree_cycle_law(target, draft, self.next_state, self.start, shape, scheme,
+                                                         rule, label=label)  # fmt: skip
         return self._laws[key]
 
     def sequence_law(self, n: int) -> np.ndarray:
