@@ -3,7 +3,7 @@
 Deterministic checks first (processors against transformers' warpers, left padding, the exact law's chain rule,
 bit-for-bit rebuild, ragged rows), then two statistical checks sharing the e2e area's budget: specref's speculative
 generation follows the target's processed law, and a processor-mismatch mutant is flagged. The models are built
-on first use (a few seconds of training) and cached under $SPECREF_CACHE or ~/.cache/specref/models.
+on first use (a few seconds of training) and cached under $SPECREF_CACHE/models (default ~/.cache/specref/models).
 """
 
 from __future__ import annotations

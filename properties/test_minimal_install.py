@@ -35,6 +35,8 @@ from pathlib import Path
 import pytest
 from installed_closure import link_closure
 
+from specref import cache as specref_cache
+
 REPO = Path(__file__).resolve().parents[1]
 TORCH_CPU = "torch==2.13.0+cpu"  # the local CPU build; noxfile pins the same torch 2.13.0
 CORE = ["numpy>=1.24", "scipy>=1.10", "setuptools>=68"]  # pyproject's dependencies, and its build backend
@@ -73,7 +75,7 @@ def core_packages() -> tuple[Path, float]:
     into place, so that concurrent runs never see a half-built one.
     """
     key = hashlib.sha256(repr((sys.version, sys.platform, CORE, TORCH_CPU)).encode()).hexdigest()[:16]
-    cache = Path(os.environ.get("SPECREF_CACHE") or Path.home() / ".cache" / "specref") / "test-envs"
+    cache = specref_cache.root() / "test-envs"
     folder = cache / f"core-torch-{key}"
     if (folder / COMPLETE).is_file():
         return folder, 0.0

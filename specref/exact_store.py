@@ -28,7 +28,7 @@ from fractions import Fraction
 from functools import lru_cache
 from pathlib import Path
 
-from . import exact, exact_tree, randomness, reference, validation
+from . import cache, exact, exact_tree, randomness, reference, validation
 from .exact import Law
 from .reference import Model, Row
 
@@ -38,15 +38,7 @@ DIGEST = 20  # hex characters of a key's digest in a file name
 
 def folder() -> Path | None:
     """$SPECREF_CACHE/exact (default ~/.cache/specref/exact), created; None when the disk is off or not writable."""
-    if os.environ.get(ENV, "1") == "0":
-        return None
-    try:
-        root = os.environ.get("SPECREF_CACHE")
-        directory = (Path(root) if root else Path.home() / ".cache" / "specref") / "exact"
-        directory.mkdir(parents=True, exist_ok=True)
-        return directory
-    except (OSError, RuntimeError):  # RuntimeError: no home directory
-        return None
+    return None if os.environ.get(ENV, "1") == "0" else cache.folder("exact")
 
 
 @lru_cache(maxsize=1)

@@ -34,6 +34,8 @@ os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 import transformers  # noqa: E402
 from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
 
+from .. import cache  # noqa: E402
+
 transformers.utils.logging.disable_progress_bar()
 
 
@@ -65,7 +67,7 @@ DRAFT = ModelSpec("draft", n_layer=1, n_embd=32, n_head=2, train_steps=40, seed=
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("SPECREF_CACHE", Path.home() / ".cache" / "specref" / "models"))
+    return cache.root() / "models"
 
 
 def markov_rows(corpus: CorpusSpec = CORPUS) -> np.ndarray:  # [V^order, V]

@@ -23,20 +23,14 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import cache
+
 ENV = "SPECREF_TABLES"
 
 
 @lru_cache(maxsize=1)
 def folder() -> Path | None:
-    if os.environ.get(ENV, "1") == "0":
-        return None
-    try:
-        root = os.environ.get("SPECREF_CACHE")
-        directory = (Path(root) if root else Path.home() / ".cache" / "specref") / "stats"
-        directory.mkdir(parents=True, exist_ok=True)
-        return directory
-    except (OSError, RuntimeError):  # RuntimeError: no home directory
-        return None
+    return None if os.environ.get(ENV, "1") == "0" else cache.folder("stats")
 
 
 @lru_cache(maxsize=8)

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import torch
 
+from ... import cache
+
 try:
     import fcntl
 except ImportError:  # not POSIX
@@ -286,10 +288,4 @@ def _compiler() -> list[str]:
 
 def _cache_dir() -> Path | None:
     """$SPECREF_CACHE/kernels, else ~/.cache/specref/kernels; None when it cannot be created."""
-    try:
-        root = os.environ.get("SPECREF_CACHE")
-        directory = Path(root) / "kernels" if root else Path.home() / ".cache" / "specref" / "kernels"
-        directory.mkdir(parents=True, exist_ok=True)
-        return directory
-    except (OSError, RuntimeError):  # RuntimeError: no home directory
-        return None
+    return cache.folder("kernels")
