@@ -16,13 +16,10 @@ enumerated every time. SPECREF_TABLES=0 turns the disk off, for these laws as fo
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 import re
 import sys
-import tempfile
 from collections.abc import Sequence
 from fractions import Fraction
 from functools import lru_cache
@@ -32,13 +29,13 @@ from . import cache, exact, exact_tree, randomness, reference, validation
 from .exact import Law
 from .reference import Model, Row
 
-ENV = "SPECREF_TABLES"
+ENV = cache.TABLES
 DIGEST = 20  # hex characters of a key's digest in a file name
 
 
 def folder() -> Path | None:
     """$SPECREF_CACHE/exact (default ~/.cache/specref/exact), created; None when the disk is off or not writable."""
-    return None if os.environ.get(ENV, "1") == "0" else cache.folder("exact")
+    return cache.table_folder("exact")
 
 
 @lru_cache(maxsize=1)
@@ -106,20 +103,9 @@ def load(path: Path, full_key: str) -> Law | None:
 def save(path: Path, full_key: str, law: Law) -> None:
     text = _law_text(law)
     record = {"key": full_key, "law": text, "digest": hashlib.sha256(text.encode()).hexdigest()}
-    with contextlib.suppress(OSError):
-        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as handle:
-                json.dump(record, handle)
-            os.replace(temporary, path)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temporary)
-        label = path.name[: -len(".json") - DIGEST - 1]
-        for stale in path.parent.glob(f"{label}-{'?' * DIGEST}.json"):  # the label's other keys
-            if stale != path:
-                with contextlib.suppress(OSError):
-                    stale.unlink()
+    label = path.name[: -len(".json") - DIGEST - 1]
+    stale = f"{label}-{'?' * DIGEST}.json"  # the label's other keys
+    cache.write(path, lambda handle: handle.write(json.dumps(record).encode()), stale)
 
 
 def tree_cycle_law(target_rows: Sequence[Row], draft_rows: Sequence[Row], next_state, start: int, shape,

@@ -12,12 +12,9 @@ a writable folder tables are computed every time. SPECREF_TABLES=0 turns the dis
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import inspect
-import os
 import sys
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 
@@ -25,12 +22,12 @@ import numpy as np
 
 from .. import cache
 
-ENV = "SPECREF_TABLES"
+ENV = cache.TABLES
 
 
 @lru_cache(maxsize=1)
 def folder() -> Path | None:
-    return None if os.environ.get(ENV, "1") == "0" else cache.folder("stats")
+    return cache.table_folder("stats")
 
 
 @lru_cache(maxsize=8)
@@ -62,19 +59,9 @@ def save(name: str, key: tuple, array: np.ndarray, module: str = "specref.stats.
     path = _path(name, key, module)
     if path is None:
         return
-    with contextlib.suppress(OSError):
-        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                np.save(handle, np.ascontiguousarray(array), allow_pickle=False)
-            os.replace(temporary, path)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temporary)
-        for stale in path.parent.glob(f"{path.name.rsplit('-', 1)[0]}-*.npy"):  # the key's tables of other code
-            if stale != path:
-                with contextlib.suppress(OSError):
-                    stale.unlink()
+    contiguous = np.ascontiguousarray(array)
+    stale = f"{path.name.rsplit('-', 1)[0]}-*.npy"  # the key's tables of other code
+    cache.write(path, lambda handle: np.save(handle, contiguous, allow_pickle=False), stale)
 
 
 __all__ = ["ENV", "folder", "load", "save"]
