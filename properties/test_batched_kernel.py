@@ -7,6 +7,7 @@ either way.
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import subprocess
@@ -89,16 +90,27 @@ def test_placeholder_draft_rows_are_never_read(compiled):
     assert torch.equal(kernels.block_sums(final.target_probs, poisoned, *final[2:], BLOCK), clean)
 
 
+@functools.cache
+def _seeded_float32_rows() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The next test's rows before their cast (random_rows works in fp32 and casts last), and the generator's state
+    after them: 86 M values, 3.4 s to draw here, drawn once per worker instead of once per case."""
+    gen = torch.Generator().manual_seed(11)
+    batch, gamma, vocab_size = 4096, 3, 3000
+    target = random_rows(gen, (batch, gamma + 1, vocab_size), torch.float32)
+    draft = random_rows(gen, (batch, gamma, vocab_size), torch.float32)
+    return target, draft, gen.get_state()
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("point_mass", [False, True])
 def test_engine_draws_the_same_tokens_with_and_without_the_kernel(compiled, monkeypatch, dtype, point_mass):
     """Only the order of summation inside a block differs, so a token can differ only where u lands within a few
     1e-7 of a block boundary: these seeded 4096 rows have none (a difference is a bug, not chance). Three paths:
     the whole chain in one C call, torch's accept tests with the C draw, torch alone."""
-    gen = torch.Generator().manual_seed(11)
-    batch, gamma, vocab_size = 4096, 3, 3000
-    target = random_rows(gen, (batch, gamma + 1, vocab_size), dtype)
-    draft = random_rows(gen, (batch, gamma, vocab_size), dtype)
+    target32, draft32, state = _seeded_float32_rows()
+    gen = torch.Generator().set_state(state)
+    batch, gamma, vocab_size = draft32.shape
+    target, draft = target32.to(dtype), draft32.to(dtype)
     tokens = torch.multinomial(draft.view(-1, vocab_size).float(), 1, generator=gen).view(batch, gamma)
     num_draft = torch.randint(0, gamma + 1, (batch,), generator=gen)
     uniforms = torch.rand(batch, gamma + 1, generator=gen)
