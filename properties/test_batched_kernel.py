@@ -101,12 +101,9 @@ def _seeded_float32_rows() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return target, draft, gen.get_state()
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("point_mass", [False, True])
-def test_engine_draws_the_same_tokens_with_and_without_the_kernel(compiled, monkeypatch, dtype, point_mass):
-    """Only the order of summation inside a block differs, so a token can differ only where u lands within a few
-    1e-7 of a block boundary: these seeded 4096 rows have none (a difference is a bug, not chance). Three paths:
-    the whole chain in one C call, torch's accept tests with the C draw, torch alone."""
+@functools.cache
+def _seeded_rows(dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+    """The next test's inputs in dtype (shared by its two point_mass cases): rows, drafts, counts and uniforms."""
     target32, draft32, state = _seeded_float32_rows()
     gen = torch.Generator().set_state(state)
     batch, gamma, vocab_size = draft32.shape
@@ -114,6 +111,16 @@ def test_engine_draws_the_same_tokens_with_and_without_the_kernel(compiled, monk
     tokens = torch.multinomial(draft.view(-1, vocab_size).float(), 1, generator=gen).view(batch, gamma)
     num_draft = torch.randint(0, gamma + 1, (batch,), generator=gen)
     uniforms = torch.rand(batch, gamma + 1, generator=gen)
+    return target, draft, tokens, num_draft, uniforms
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("point_mass", [False, True])
+def test_engine_draws_the_same_tokens_with_and_without_the_kernel(compiled, monkeypatch, dtype, point_mass):
+    """Only the order of summation inside a block differs, so a token can differ only where u lands within a few
+    1e-7 of a block boundary: these seeded 4096 rows have none (a difference is a bug, not chance). Three paths:
+    the whole chain in one C call, torch's accept tests with the C draw, torch alone."""
+    target, draft, tokens, num_draft, uniforms = _seeded_rows(dtype)
     args = (target, None if point_mass else draft, tokens)
     calls = []
     for name in ("chain", "draw"):
