@@ -38,13 +38,20 @@ def wait_for(path: Path, seconds: float) -> None:
         time.sleep(0.1)
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """The command starts with SIGINT at its default, as typed in a terminal. A process started in the background
+    by a shell without job control (`cmd &` in a script) inherits SIGINT ignored, and Python keeps it so: there
+    Ctrl-C never reaches specref, as it reaches no other program."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("at_import", ["", "signal.signal(signal.SIGINT, signal.SIG_IGN)"])
 def test_ctrl_c_writes_a_partial_report_and_exits_130_without_a_traceback(tmp_path, at_import):
     (tmp_path / "slow.py").write_text(SLOW.format(at_import=at_import))
     command = [sys.executable, "-m", "specref.cli", "conform", "slow.py:verify", "--rows", "1000000", "--scenarios",
                "cf_dense_g4", "--no-plots", "--report", "out"]  # fmt: skip
     process = subprocess.Popen(command, cwd=tmp_path, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)  # fmt: skip
+                               text=True, preexec_fn=_ctrl_c_as_in_a_terminal)  # fmt: skip
     wait_for(tmp_path / "called", 120)
     time.sleep(1.0)
     process.send_signal(signal.SIGINT)

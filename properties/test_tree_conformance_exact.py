@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from cli_in_process import conform
 
 from specref.conformance.contracts import contract
 from specref.conformance.engine.calls import Caller
@@ -133,28 +134,12 @@ def test_chain_adapter_runs_chain_scenarios_only():
     assert names == {n for n, s in SCENARIOS.items() if s.chains_only} and "tree_eagle_markov" not in names
 
 
-def _conform(*args, cwd, capsys):
-    """`specref conform ...` in this process (a subprocess per call costs ~15 s of imports on a loaded machine)."""
-    import os
-
-    from specref.cli import main
-
-    here = os.getcwd()
-    os.chdir(cwd)
-    try:
-        code = main(["conform", *args])
-    finally:
-        os.chdir(here)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_cli_detects_runs_and_lists_trees(tmp_path, capsys):
     from specref.conformance.cli import list_builtins
 
     listing = list_builtins()
     assert "  tree-mss " in listing and "  tree-target-only " in listing
-    code, _, err = _conform("batched", "--tree", cwd=tmp_path, capsys=capsys)
+    code, _, err = conform("batched", "--tree", cwd=tmp_path, capsys=capsys)
     assert code == 2 and "is a chain built-in" in err
     impl = tmp_path / "mine.py"
     impl.write_text(  # a user's tree verifier, detected by kind = "tree"; it emits the root's argmax: wrong law
@@ -166,9 +151,9 @@ def test_cli_detects_runs_and_lists_trees(tmp_path, capsys):
         "mine = Mine()\n"
     )
     args = ("--rows", "300", "--scenarios", "tree_star_cf", "--no-plots")
-    code, out, err = _conform(f"{impl}:mine", *args, cwd=tmp_path, capsys=capsys)
+    code, out, err = conform(f"{impl}:mine", *args, cwd=tmp_path, capsys=capsys)
     assert code == 1 and "first_token_law[tree_star_cf]" in out, out + err
-    code, out, err = _conform("tree-mss", *args, cwd=tmp_path, capsys=capsys)
+    code, out, err = conform("tree-mss", *args, cwd=tmp_path, capsys=capsys)
     assert code == 0 and "LOSSLESS (DECLARED RULE MSS)" in out, out + err
     assert (tmp_path / REPORTS / "tree-mss" / "report.md").exists()
 
@@ -222,7 +207,7 @@ def test_a_tree_failure_carries_a_snippet_that_rebuilds_its_call(tmp_path, capsy
         "    return torch.randint(0, v + 1, (len(draft_tokens), 1), generator=generator)\n"
     )
     args = ("--tree", "--rows", "600", "--scenarios", "tree_eagle_markov", "--no-plots", "--seed", "3")
-    code, out, err = _conform(f"{impl}:verify", *args, cwd=tmp_path, capsys=capsys)
+    code, out, err = conform(f"{impl}:verify", *args, cwd=tmp_path, capsys=capsys)
     folder = tmp_path / REPORTS / "noisy.verify"
     record = json.loads((folder / "report.json").read_text())
     (check,) = [c for c in record["checks"] if c["name"] == "t0_valid_ids[tree_eagle_markov]"]

@@ -12,14 +12,13 @@ the reject rates differ by more than 0.1 on cf_dense_g4, where the exact binomia
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 from budget import alpha_for
+from cli_in_process import conform
 
 from specref.conformance import Adapter, run
 from specref.conformance.chain.adapters import as_adapter
@@ -71,20 +70,18 @@ def test_undeclared_sample_and_match_keeps_the_law_but_not_the_exact_rule():
 
 
 @pytest.mark.statistical
-def test_cli_exit_codes_follow_the_declared_rule(tmp_path):
+def test_cli_exit_codes_follow_the_declared_rule(tmp_path, capsys):
     """Declared: exit 0, verdict 'lossless (declared rule match)'. Undeclared: exit 1, law kept (power as above)."""
-    base = [sys.executable, "-m", "specref.cli", "conform", "--seed", "6", "--rows", "8000", "--budget-seconds",
-            "200", "--alpha", f"{ALPHA:.6g}", "--no-plots", "--scenarios", "cf_dense_g4,markov_g5"]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path.cwd()), os.environ.get("PYTHONPATH", "")])}
-    declared = subprocess.run([*base, f"{IMPLS / 'sample_and_match.py'}:VERIFIER", "--report", str(tmp_path / "d"),
-                               "--json", str(tmp_path / "d.json")], capture_output=True, text=True, env=env,
-                              timeout=300)  # fmt: skip
-    assert declared.returncode == 0, declared.stdout + declared.stderr
+    base = ["--seed", "6", "--rows", "8000", "--budget-seconds", "200", "--alpha", f"{ALPHA:.6g}", "--no-plots",
+            "--scenarios", "cf_dense_g4,markov_g5"]  # fmt: skip
+    code, out, err = conform(f"{IMPLS / 'sample_and_match.py'}:VERIFIER", *base, "--report", str(tmp_path / "d"),
+                             "--json", str(tmp_path / "d.json"), cwd=tmp_path, capsys=capsys)  # fmt: skip
+    assert code == 0, out + err
     assert json.loads((tmp_path / "d.json").read_text())["verdict"] == lossless("match")
-    undeclared = subprocess.run([*base, f"{IMPLS / 'sample_and_match.py'}:verify", "--report", str(tmp_path / "u")],
-                                capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
-    assert undeclared.returncode == 1, undeclared.stdout + undeclared.stderr
-    assert "output law kept; acceptance does not follow 'exact'" in undeclared.stdout
+    code, out, err = conform(f"{IMPLS / 'sample_and_match.py'}:verify", *base, "--report", str(tmp_path / "u"),
+                             cwd=tmp_path, capsys=capsys)  # fmt: skip
+    assert code == 1, out + err
+    assert "output law kept; acceptance does not follow 'exact'" in out
 
 
 def _raises(target_probs, draft_probs, draft_tokens, generator):
