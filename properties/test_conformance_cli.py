@@ -1,8 +1,6 @@
 """`specref conform` as a user runs it, on implementations written outside the project (properties/external_impls/).
 
-Exact tests first (listing, usage errors, adapter robustness: each a certain verdict), then statistical ones. The
-correct implementations and the hang go through the command itself; the buggy ones through specref.cli.main in this
-process (cli_in_process.py), which parses, runs, writes and exits the same way.
+Exact tests first (listing, usage errors, adapter robustness: each a certain verdict), then statistical ones.
 
 False alarms: three runs are expected to pass their statistical checks (numpy_loop and torch_vectorised through the
 CLI, torch_vectorised through the Python API). Each gets the family-wise alpha alpha_for("conformance", 3), passed
@@ -26,7 +24,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import cli_in_process as in_process
 import numpy as np
 import pytest
 from budget import alpha_for
@@ -186,7 +183,7 @@ COIN_ZERO = 1 / 256
         ("accept_le_coarse_coins", "cf_zero_support_g3", 20_000, "t0_zero_prob_emitted"),
     ],
 )
-def test_buggy_external_impls_are_caught(tmp_path, capsys, attr, scenario, rows, caught_by):
+def test_buggy_external_impls_are_caught(tmp_path, attr, scenario, rows, caught_by):
     """Each bug shows as a certain event. accept_le: a p = 0 draft at position 1 (probability m = q(p = 0)) meets a
     zero coin (1/256) in a row with probability m/256; missing it in every row has probability exp(-rows m/256),
     asserted < 1e-12. softmax: each rejection puts weight 1 on each p = 0 token (exp 0), so a p = 0 correction has
@@ -197,9 +194,9 @@ def test_buggy_external_impls_are_caught(tmp_path, capsys, attr, scenario, rows,
         m = float(sc.draft[0][sc.target[0] == 0].sum())
         assert math.exp(-rows * m * COIN_ZERO) < 1e-12
     args = ["--scenarios", scenario, "--rows", str(rows), "--budget-seconds", "60", "--no-plots"]
-    code, out, err = in_process.conform(impl(f"buggy.py:{attr}"), *args, cwd=tmp_path, capsys=capsys)
-    assert code == 1, out + err
-    assert "NON-CONFORMING" in out
+    result = conform(impl(f"buggy.py:{attr}"), *args, cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "NON-CONFORMING" in result.stdout
     record = json.loads((tmp_path / REPORTS / f"buggy.{attr}" / "report.json").read_text())
     assert caught_by in record["caught_by"]
     assert "Reproduce:" in (tmp_path / REPORTS / f"buggy.{attr}" / "report.md").read_text()
