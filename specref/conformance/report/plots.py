@@ -83,7 +83,8 @@ def figure(record: dict, kind: str):
 
 #: Fixed margins in inches: room for the tick and axis labels (fontsize 7-8), each panel's title, and the figure's
 #: title above the first row. Fixed rather than matplotlib's constrained layout, which measures every text of the
-#: figure and took half of a report's plotting time (test_plot_layout holds the same geometry).
+#: figure: without it a 16-panel report's plots took 5.0 s of CPU instead of 7.3 (test_plot_layout holds the same
+#: geometry).
 MARGINS = {"left": 0.5, "right": 0.15, "bottom": 0.45, "top": 0.75, "between_columns": 0.55, "between_rows": 0.7}
 
 
