@@ -106,7 +106,17 @@ def properties(session: nox.Session) -> None:
     if session.posargs:
         session.run("python", "-m", "pytest", "-n", "auto", *session.posargs)
         return
-    session.run(*_ci_pytest(), env={"SPECREF_DEVICE": "cpu"})
+    session.run(*_ci_pytest(), env=CI_ENV)
+
+
+#: The CI run's environment.
+#:   OMP_NUM_THREADS=1: one torch thread per process. The workers already fill every core, and a second intra-op
+#:     thread only waits, spinning, for its share (torch-heavy tests with 3 workers on 2 cores: 30% less CPU).
+#:     Tests about threads set their own count.
+#:   PYTHONDONTWRITEBYTECODE off (empty): the suite starts about a hundred Python processes (workers, CLI runs, test
+#:     venvs) that import the same modules; each is compiled, and each test module's assertions rewritten, once per
+#:     run instead of once per process.
+CI_ENV = {"SPECREF_DEVICE": "cpu", "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": ""}
 
 
 def _ci_pytest(*extra: str) -> tuple[str, ...]:
@@ -147,7 +157,7 @@ def timings(session: nox.Session) -> None:
         with _step(steps, "pytest"):
             session.run(*_ci_pytest("-p", "cpu_times", "--junitxml", str(junit), "-o", "junit_logging=system-out",
                                     "--durations=15"),
-                        env={**env, "SPECREF_DEVICE": "cpu", "PYTHONPATH": str(Path(".ci").resolve())})  # fmt: skip
+                        env={**env, **CI_ENV, "PYTHONPATH": str(Path(".ci").resolve())})  # fmt: skip
     finally:  # a failed run is reported too
         kept = f"kept in {cache}" if "--cache" in args else "empty at the start"
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())

@@ -41,7 +41,7 @@ import math
 from functools import lru_cache
 
 import numpy as np
-from scipy.stats import binom, binomtest, chi2, poisson
+from scipy.stats import binom, binomtest, chi2, norm, poisson
 
 from .tables import load as load_table
 from .tables import save as save_table
@@ -54,6 +54,8 @@ COST = 10.0
 MAX_DF = 128
 #: The p-value is the lattice law's tail times this: the size stays <= alpha at real (non-integer) expected counts.
 REAL_E_FACTOR = 1.5
+#: The most k on either side of the mode whose pmf _edge_guesses computes (beyond it, a normal approximation).
+GUESS_WINDOW = 1 << 14
 #: p-values are resolved down to this level; smaller ones are reported as this upper bound (or the exact tail).
 P_FLOOR = 1e-15
 
@@ -181,9 +183,11 @@ def min_expected_for(alpha: float, df: int) -> int:
 # ---- exact sizes (the calibration table and the T1 test) --------------------------------------------------------
 
 
-def _first_rejected(n: int, p0: float, alpha: float, lo: int, hi: int) -> int | None:
-    """Bisection for a tail's edge between lo (the mode) and hi (0 or n): binomtest's two-sided p-value only falls
-    moving away from the mode. Returns the rejected k nearest the mode, or None when the tail is empty.
+def _first_rejected(n: int, p0: float, alpha: float, lo: int, hi: int, guess: int | None) -> int | None:
+    """The tail's edge between lo (the mode) and hi (0 or n), each step decided by binomtest itself: its two-sided
+    p-value only falls moving away from the mode. Returns the rejected k nearest the mode, or None when the tail is
+    empty. `guess` (an estimate of the edge) only narrows the bracket: from it the search gallops towards the edge, so an
+    exact guess costs two more binomtests instead of a bisection over the whole tail.
     """
 
     def rejected(k: int) -> bool:
@@ -194,6 +198,25 @@ def _first_rejected(n: int, p0: float, alpha: float, lo: int, hi: int) -> int | 
     if rejected(lo):
         return lo
     # invariant: lo not rejected, hi rejected
+    outward = 1 if hi > lo else -1
+
+    def inside(k: int) -> bool:
+        return min(lo, hi) < k < max(lo, hi)
+
+    if guess is not None and inside(guess):  # gallop from the guess towards the edge, keeping the invariant
+        step = 1
+        if rejected(guess):
+            hi, probe = guess, guess - outward
+            while inside(probe) and rejected(probe):
+                hi, step = probe, 2 * step
+                probe = hi - outward * step
+            lo = probe if inside(probe) else lo
+        else:
+            lo, probe = guess, guess + outward
+            while inside(probe) and not rejected(probe):
+                lo, step = probe, 2 * step
+                probe = lo + outward * step
+            hi = probe if inside(probe) else hi
     while abs(hi - lo) > 1:
         mid = (lo + hi) // 2
         if rejected(mid):
@@ -203,12 +226,32 @@ def _first_rejected(n: int, p0: float, alpha: float, lo: int, hi: int) -> int | 
     return hi
 
 
+def _edge_guesses(n: int, p0: float, alpha: float, mode: int) -> tuple[int | None, int | None]:
+    """Estimates of the region's edges, from the p-value's definition (the mass of every k no likelier than the
+    observed one) on a window of pmf values around the mode, the mass outside it counted in full."""
+    sd = math.sqrt(n * p0 * (1.0 - p0))
+    spread = 8.0 + math.sqrt(2.0 * math.log(1.0 / alpha))  # standard deviations: the edges lie well inside
+    half = int(spread * sd) + 8
+    if half > GUESS_WINDOW:  # a wide law is nearly normal: its edges are about z standard deviations out
+        z = float(norm.isf(alpha / 2))
+        return math.floor(n * p0 - z * sd), math.ceil(n * p0 + z * sd)
+    ks = np.arange(max(0, mode - half), min(n, mode + half) + 1)
+    pmf = binom.pmf(ks, n, p0)
+    outside = max(0.0, 1.0 - float(pmf.sum()))
+    order = np.sort(pmf)
+    pvalue = outside + np.cumsum(order)[np.searchsorted(order, pmf * (1 + 1e-7), side="right") - 1]
+    upper = ks[(ks >= mode) & (pvalue <= alpha)]
+    lower = ks[(ks <= mode) & (pvalue <= alpha)]
+    return (int(lower[-1]) if lower.size else None), (int(upper[0]) if upper.size else None)
+
+
 @lru_cache(maxsize=4096)
 def binomial_rejection_region(n: int, p0: float, alpha: float) -> tuple[int, int]:
     """(k_lo, k_hi) with binomtest(k, n, p0).pvalue <= alpha iff k <= k_lo or k >= k_hi (-1 / n + 1 when empty)."""
     mode = min(n, int(math.floor((n + 1) * p0)))
-    k_hi = _first_rejected(n, p0, alpha, mode, n)
-    k_lo = _first_rejected(n, p0, alpha, mode, 0)
+    guess_lo, guess_hi = _edge_guesses(n, p0, alpha, mode)
+    k_hi = _first_rejected(n, p0, alpha, mode, n, guess_hi)
+    k_lo = _first_rejected(n, p0, alpha, mode, 0, guess_lo)
     return (-1 if k_lo is None else k_lo), (n + 1 if k_hi is None else k_hi)
 
 
