@@ -186,8 +186,8 @@ def min_expected_for(alpha: float, df: int) -> int:
 def _first_rejected(n: int, p0: float, alpha: float, lo: int, hi: int, guess: int | None) -> int | None:
     """The tail's edge between lo (the mode) and hi (0 or n), each step decided by binomtest itself: its two-sided
     p-value only falls moving away from the mode. Returns the rejected k nearest the mode, or None when the tail is
-    empty. `guess` (an estimate of the edge) only narrows the bracket: from it the search gallops towards the edge, so an
-    exact guess costs two more binomtests instead of a bisection over the whole tail.
+    empty. `guess` (an estimate of the edge) only narrows the bracket: from it the search gallops towards the edge,
+    so an exact guess costs two more binomtests instead of a bisection over the whole tail.
     """
 
     def rejected(k: int) -> bool:
