@@ -28,14 +28,17 @@ class _Replay:
         self.alternatives: list[list[int]] = []  # options not taken, for each new choice
         self.probability = Fraction(1)
 
-    def _choose(self, probs: Sequence) -> int:
-        options = [j for j, pr in enumerate(probs) if pr > 0]
+    def _choose(self, weights: Sequence, total=1) -> int:
+        """Option j with probability weights[j] / total."""
         depth = len(self.taken)
-        choice = self.path[depth] if depth < len(self.path) else options[0]
-        if depth >= len(self.path):
-            self.alternatives.append([j for j in options if j != choice])
+        if depth < len(self.path):
+            choice = self.path[depth]
+        else:
+            options = [j for j, w in enumerate(weights) if w > 0]
+            choice = options[0]
+            self.alternatives.append(options[1:])
         self.taken.append(choice)
-        self.probability *= probs[choice]
+        self.probability *= weights[choice] if total == 1 else weights[choice] / total
         return choice
 
     def accept(self, ratio) -> bool:
@@ -43,8 +46,7 @@ class _Replay:
         return self._choose([a, 1 - a]) == 0
 
     def categorical(self, weights: Sequence) -> int:
-        total = sum(weights)
-        return self._choose([w / total for w in weights])
+        return self._choose(weights, sum(weights))
 
 
 class _Checked:
