@@ -129,3 +129,39 @@ def test_edges_exactly(gamma):
     # one-hot draft
     law = exact.cycle_law(ContextFree(p), ContextFree(one_hot), (), gamma)
     assert _first_token_marginal(law) == _as_law(p)
+
+
+def _programs():
+    """Programs whose last draw is returned (expanded at once), read (2 * token), followed by another draw, returned
+    inside a list, or returned with a twin: final_draw must give each the law of plain enumeration."""
+    weights = [Fraction(1, 6), Fraction(0), Fraction(1, 2), Fraction(1, 3)]
+
+    def returned(rng):
+        return (rng.accept(Fraction(2, 3)), rng.categorical(weights))
+
+    def read(rng):
+        return (rng.accept(Fraction(1, 4)), 2 * rng.categorical(weights))
+
+    def drawn_after(rng):
+        token = rng.categorical(weights)
+        return (token, rng.accept(Fraction(1, 3)))
+
+    def nested(rng):
+        return ([rng.categorical(weights)],)
+
+    def twice(rng):
+        token = rng.categorical([3, 1])
+        return (token, token)
+
+    return [returned, read, drawn_after, nested, twice]
+
+
+@pytest.mark.parametrize("program", _programs(), ids=lambda f: f.__name__)
+def test_the_final_draw_shortcut_gives_the_law_of_plain_enumeration(program):
+    plain = exact.enumerate_law(lambda rng: _hashable(program(rng)))
+    assert exact.enumerate_law(lambda rng: _hashable(program(rng)), final_draw=True) == plain
+    assert sum(plain.values()) == 1
+
+
+def _hashable(outcome):
+    return tuple(tuple(x) if isinstance(x, list) else x for x in outcome)

@@ -309,7 +309,19 @@ OUTSIDE = ["../" + "shared", "/work/" + "shared", "DESIGN" + ".md", "VERIFIERS" 
 
 def outside_references(text: str) -> list[str]:
     # a whole name: reports/calibration-design.md is the repository's own file, not the design card
+    if text.isascii():  # the same matches at str.find's speed (ASCII folds case by A-Z alone): 12 MB here, 4 s -> 0.1
+        lowered = text.lower()
+        return [pattern for pattern in OUTSIDE if _whole_name_in(lowered, pattern.lower())]
     return [pattern for pattern in OUTSIDE if re.search(r"(?<![\w-])" + re.escape(pattern), text, re.IGNORECASE)]
+
+
+def _whole_name_in(text: str, pattern: str) -> bool:
+    start = text.find(pattern)
+    while start != -1:
+        if start == 0 or not (text[start - 1].isalnum() or text[start - 1] in "_-"):
+            return True
+        start = text.find(pattern, start + 1)
+    return False
 
 
 def repository_text_files() -> list[Path]:

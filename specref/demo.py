@@ -4,10 +4,11 @@ It conforms transformers' own verify kernel (`_speculative_sampling`, the `trans
 mutant that carries a bug transformers once shipped (`softmax_residual`: the residual normalised with a softmax,
 fixed in transformers PR 28508), on the same three scenarios with the same seed, prints both verdicts side by side
 and writes both reports. Both runs include the forced edge probe (specref.conformance.edge_probe), which shows
-transformers' non-strict accept test `r_i <= probability_ratio` in one call: the kernel's verdict is "non-conforming:
-rare edge", with the edge named (a zero-probability draft accepted when the float32 uniform is exactly 0, 2^-24 per
-accept test on CPU) and the output law otherwise exact. Exit 0 when the yardstick works: the kernel keeps the target
-law (conforming, or only a rare edge named) and the mutant is flagged; exit 1 otherwise.
+the non-strict accept test of transformers 5.24.0 and before, `r_i <= probability_ratio`, in one call: the kernel's
+verdict is "non-conforming: rare edge", with the edge named (a zero-probability draft accepted when the float32
+uniform is exactly 0, 2^-24 per accept test on CPU) and the output law otherwise exact. transformers 5.25.0 made the
+test strict, and its kernel conforms (conformance/peers/findings.py). Exit 0 when the yardstick works: the kernel
+keeps the target law (conforming, or only a rare edge named) and the mutant is flagged; exit 1 otherwise.
 
 What it omits for time, and `specref conform transformers` (or `nox -s conformance`) runs: the other scenarios
 (ragged drafts, large vocabularies, batches of mixed rows, the joint loop) and the statistical rare-edge probe, which

@@ -20,16 +20,20 @@ Law = dict  # outcome -> probability
 
 
 class _Replay:
-    """A Randomness that follows `path` and then takes the first possible option at each new choice."""
+    """A Randomness that follows `path` and then takes the first possible option at each new choice. With `defer`,
+    a categorical draw that is new on this path returns DEFERRED instead of a token: enumerate_law expands it."""
 
-    def __init__(self, path: Sequence[int]):
+    def __init__(self, path: Sequence[int], defer: bool = False):
         self.path = list(path)
         self.taken: list[int] = []
         self.alternatives: list[list[int]] = []  # options not taken, for each new choice
         self.probability = Fraction(1)
+        self.defer, self.deferred = defer, None  # the deferred draw's (weights, total)
 
     def _choose(self, weights: Sequence, total=1) -> int:
         """Option j with probability weights[j] / total."""
+        if self.deferred is not None:
+            raise _Unfinished  # a choice after the deferred draw: that draw was not the program's last
         depth = len(self.taken)
         if depth < len(self.path):
             choice = self.path[depth]
@@ -45,8 +49,32 @@ class _Replay:
         a = min(1, ratio)
         return self._choose([a, 1 - a]) == 0
 
-    def categorical(self, weights: Sequence) -> int:
-        return self._choose(weights, sum(weights))
+    def categorical(self, weights: Sequence):
+        total = sum(weights)
+        if self.defer and len(self.taken) >= len(self.path) and self.deferred is None:
+            self.deferred = (weights, total)
+            return DEFERRED
+        return self._choose(weights, total)
+
+
+class _Unfinished(BaseException):
+    """A deferred draw was read, or followed by another choice (a BaseException: no `except Exception` hides it)."""
+
+
+class _Deferred:
+    """The token of a program's last draw, not drawn: any use of it but returning it raises _Unfinished."""
+
+    __slots__ = ()
+
+    def _read(self, *args):
+        raise _Unfinished
+
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __hash__ = __bool__ = __index__ = __int__ = _read
+    __float__ = __repr__ = __str__ = __format__ = __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = _read
+    __rmul__ = __getitem__ = __len__ = __iter__ = __contains__ = _read
+
+
+DEFERRED = _Deferred()
 
 
 class _Checked:
@@ -66,30 +94,56 @@ class _Checked:
         return self.rows[context]
 
 
-def enumerate_law(program: Callable[[object], Hashable]) -> Law:
-    """The exact law of program(rng) over every path through its random choices."""
+def enumerate_law(program: Callable[[object], Hashable], *, final_draw: bool = False) -> Law:
+    """The exact law of program(rng) over every path through its random choices.
+
+    final_draw=True: a program that returns a tuple ending in the token of its last draw (a categorical the program
+    does not read) has that draw expanded at once, one outcome per possible token, instead of one replay of the whole
+    program per token. A run that reads the token, draws again after it, or returns it elsewhere is run again
+    without the shortcut, and so is the rest of the enumeration: the law is the same either way.
+    """
     law: dict = defaultdict(Fraction)
     stack: list[tuple[int, ...]] = [()]
     while stack:
         path = stack.pop()
-        rng = _Replay(path)
-        law[program(rng)] += rng.probability
+        rng = _Replay(path, defer=final_draw)
+        try:
+            outcome = program(rng)
+            if rng.deferred is not None and not _ends_in_deferred(outcome):
+                raise _Unfinished
+        except _Unfinished:
+            final_draw = False
+            rng = _Replay(path)
+            outcome = program(rng)
+        if rng.deferred is None:
+            law[outcome] += rng.probability
+        else:
+            weights, total = rng.deferred
+            for token, weight in enumerate(weights):
+                if weight > 0:
+                    law[outcome[:-1] + (token,)] += rng.probability * (weight if total == 1 else weight / total)
         for offset, options in enumerate(rng.alternatives):
             prefix = tuple(rng.taken[: len(path) + offset])
             stack.extend(prefix + (alt,) for alt in options)
     return dict(law)
 
 
+def _ends_in_deferred(outcome) -> bool:
+    """outcome is a tuple whose last entry, and no other, is DEFERRED (compared by identity: nothing is read)."""
+    return isinstance(outcome, tuple) and sum(x is DEFERRED for x in outcome) == 1 and outcome[-1] is DEFERRED
+
+
 def verify_law(target_probs: Sequence[Row], draft_probs: Sequence[Row] | None, draft_tokens: Sequence[int]) -> Law:
     """Law of the emitted tokens of one verify step with the drafts held fixed."""
-    return enumerate_law(lambda rng: tuple(reference.verify(target_probs, draft_probs, draft_tokens, rng)))
+    return enumerate_law(lambda rng: tuple(reference.verify(target_probs, draft_probs, draft_tokens, rng)),
+                         final_draw=True)  # fmt: skip
 
 
 def cycle_law(target: Model, draft: Model, prefix: Sequence[int], gamma: int) -> Law:
     """Law of the tokens one reference cycle emits (drafting included)."""
     check_gamma(gamma)
     target, draft = _Checked(target, "target"), _Checked(draft, "draft")
-    return enumerate_law(lambda rng: tuple(reference.cycle(target, draft, prefix, gamma, rng)))
+    return enumerate_law(lambda rng: tuple(reference.cycle(target, draft, prefix, gamma, rng)), final_draw=True)
 
 
 def sequence_law(

@@ -105,7 +105,8 @@ def _law_over_trees(target: Model, draft: Model, prefix: Sequence[int], shape, s
 
     out: dict = defaultdict(Fraction)
     for key, tree_prob in enumerate_law(drafted).items():
-        for tokens, prob in enumerate_law(lambda rng, t=trees[key]: tuple(tree.walk(t, rule, rng)[0])).items():
+        walk_law = enumerate_law(lambda rng, t=trees[key]: tuple(tree.walk(t, rule, rng)[0]), final_draw=True)
+        for tokens, prob in walk_law.items():
             out[tokens] += tree_prob * prob
     return dict(out)
 
@@ -113,7 +114,8 @@ def _law_over_trees(target: Model, draft: Model, prefix: Sequence[int], shape, s
 def verify_tree_law(target_probs, draft_probs, draft_tokens, parents, rule: str) -> Law:
     """Law of the emitted tokens of `tree.verify_tree` with the tree held fixed."""
     return enumerate_law(
-        lambda rng: tuple(tree.verify_tree(target_probs, draft_probs, draft_tokens, parents, rng, rule=rule))
+        lambda rng: tuple(tree.verify_tree(target_probs, draft_probs, draft_tokens, parents, rng, rule=rule)),
+        final_draw=True,
     )
 
 
@@ -121,7 +123,7 @@ def block_cycle_law(target: Model, draft: Model, prefix: Sequence[int], gamma: i
     """Law of the tokens one block-verification cycle emits (chain drafting included)."""
     check_gamma(gamma)
     target, draft = _Checked(target, "target"), _Checked(draft, "draft")
-    return enumerate_law(lambda rng: tuple(block.cycle(target, draft, prefix, gamma, rng)))
+    return enumerate_law(lambda rng: tuple(block.cycle(target, draft, prefix, gamma, rng)), final_draw=True)
 
 
 def target_law(target: Model, prefix: Sequence[int], n: int) -> Law:

@@ -9,7 +9,7 @@ they can run) at the CLI's default budget, then every mutant of specref.mutants.
 reports/<impl>/ for each built-in, reports/mutants[-<dtype>]/<name>/ for each mutant, reports/index.md and
 reports/mutants[-<dtype>].md (which checks caught each mutant, whether the check designed for it was
 among them, and the wall time of its run). Exit 0 when every built-in gets its expected verdict (conforming, lossy
-by configuration for the lossy ones, or a real engine's known finding: peers/suite.py FINDINGS and EDGE_NOTES)
+by configuration for the lossy ones, or a real engine's known finding: peers/findings.py)
 and every mutant is flagged by a check designed for it; else 1.
 
 Optional packages are checked at the start: a built-in whose package is missing is named and skipped (exit 2 when
@@ -37,7 +37,7 @@ from . import run  # noqa: E402
 from .chain.adapters import as_adapter, builtin_adapters  # noqa: E402
 from .engine import registry
 from .engine.report import CONFORMING, LOSSY, NON_CONFORMING, RARE_EDGE  # noqa: E402
-from .peers.suite import known_verdict  # noqa: E402
+from .peers.findings import known_verdict  # noqa: E402
 from .report.render import write_index, write_report  # noqa: E402
 
 HARNESS_ERROR = "harness error"
