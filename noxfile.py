@@ -58,13 +58,16 @@ def _dependency_site(session: nox.Session, requirements: list[str], env: dict | 
         if not (folder / "complete").is_file():
             shutil.rmtree(folder, ignore_errors=True)
             session.run_install("python", "-m", "venv", "--system-site-packages", str(folder), env=env)
-            # Not byte-compiled here: pip compiles one file at a time (89 s wall of this install, 45 s without), and
-            # compileall every file on every core (18-28 s wall, 34 s of CPU), when the suite imports about 2,100
-            # of the 7,700 (7 s of CPU to compile). The sessions that read this venv run with bytecode written
-            # (BYTECODE_ENV), so the first process to import a module compiles it, once: pytest's own process
-            # imports torch (gpu_tests/conftest.py) before its workers start.
+            # pip byte-compiles one file at a time: half of this install (89 s wall of it here, 45 s without).
+            # compileall compiles the same files on every core (28 s here). Compiling at install is needed: where
+            # PYTHONDONTWRITEBYTECODE is set (these machines), no import writes a .pyc, and each process would
+            # compile torch again; and compiling on first import instead, with bytecode written, was slower (tried:
+            # the cold CI run took 468 s, pytest 379 s, against 381 s and 298 s with this step). Exit 1 is a file
+            # that does not compile (torch ships one for Python 3.12 only), which pip's own compile skips too.
             session.run_install(str(python), "-m", "pip", "install", "--quiet", "--no-compile", *requirements,
                                 env=env, external=True)  # fmt: skip
+            session.run_install(str(python), "-m", "compileall", "-q", "-j", "0", _purelib(session, str(python), env),
+                                env=env, external=True, silent=True, success_codes=[0, 1])  # fmt: skip
             session.run_install(str(python), "-m", "pip", "uninstall", "--quiet", "--yes", "specref", env=env,
                                 external=True)  # fmt: skip
             (folder / "complete").write_text(json.dumps(requirements))
@@ -102,7 +105,7 @@ def properties(session: nox.Session) -> None:
     """
     install(session, "test,transformers,plots", TORCH_CPU, TRITON, cached=True)
     if session.posargs:
-        session.run("python", "-m", "pytest", "-n", "auto", *session.posargs, env=BYTECODE_ENV)
+        session.run("python", "-m", "pytest", "-n", "auto", *session.posargs)
         return
     session.run(*_ci_pytest(), env=CI_ENV)
 
@@ -111,11 +114,10 @@ def properties(session: nox.Session) -> None:
 #:   OMP_NUM_THREADS=1: one torch thread per process. The workers already fill every core, and a second intra-op
 #:     thread only waits, spinning, for its share (torch-heavy tests with 3 workers on 2 cores: 30% less CPU).
 #:     Tests about threads set their own count.
-#:   PYTHONDONTWRITEBYTECODE off (empty: BYTECODE_ENV): the suite starts about a hundred Python processes (workers,
-#:     CLI runs, test venvs) that import the same modules; each is compiled, and each test module's assertions
-#:     rewritten, once instead of once per process (the dependency venv is not compiled at install: see above).
-BYTECODE_ENV = {"PYTHONDONTWRITEBYTECODE": ""}
-CI_ENV = {"SPECREF_DEVICE": "cpu", "OMP_NUM_THREADS": "1", **BYTECODE_ENV}
+#:   PYTHONDONTWRITEBYTECODE off (empty): the suite starts about a hundred Python processes (workers, CLI runs, test
+#:     venvs) that import the same modules; each is compiled, and each test module's assertions rewritten, once per
+#:     run instead of once per process.
+CI_ENV = {"SPECREF_DEVICE": "cpu", "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": ""}
 
 
 def _ci_pytest(*extra: str) -> tuple[str, ...]:
