@@ -61,9 +61,9 @@ def _dependency_site(session: nox.Session, requirements: list[str], env: dict | 
             # pip byte-compiles one file at a time: half of this install (89 s wall of it here, 45 s without).
             # compileall compiles the same files on every core (28 s here). Compiling at install is needed: where
             # PYTHONDONTWRITEBYTECODE is set (these machines), no import writes a .pyc, and each process would
-            # compile torch again; and compiling on first import instead, with bytecode written, was slower (tried:
-            # the cold CI run took 468 s, pytest 379 s, against 381 s and 298 s with this step). Exit 1 is a file
-            # that does not compile (torch ships one for Python 3.12 only), which pip's own compile skips too.
+            # compile torch again; and compiling on first import instead, with bytecode written, was not faster
+            # (tried once: the cold CI run took 468 s, pytest 379 s, against 381 s and 298 s with this step). Exit 1
+            # is a file that does not compile (torch ships one for Python 3.12 only), which pip's own compile skips.
             session.run_install(str(python), "-m", "pip", "install", "--quiet", "--no-compile", *requirements,
                                 env=env, external=True)  # fmt: skip
             session.run_install(str(python), "-m", "compileall", "-q", "-j", "0", _purelib(session, str(python), env),
