@@ -292,7 +292,8 @@ def test_zero_tokens_the_named_edge_explains_keep_the_rare_edge_verdict_and_more
 def test_the_natural_edge_rule_states_the_extra_rate_it_flags_and_a_second_cause_keeps_non_conforming():
     from scipy.stats import poisson
 
-    from specref.conformance.engine.report import NON_CONFORMING, RARE_EDGE, edge_power
+    from specref.conformance.engine.natural_edge import edge_power
+    from specref.conformance.engine.report import NON_CONFORMING, RARE_EDGE
     from specref.conformance.engine.results import t0_result
 
     rows, event = 32_000_000, 2.0**-24

@@ -18,7 +18,7 @@ from specref.conformance.chain.scenarios import get
 from specref.conformance.chain.tally import Tally
 from specref.conformance.contracts import every_kind
 from specref.conformance.engine import registry
-from specref.conformance.engine.report import counts_line
+from specref.conformance.engine.check_words import counts_line
 from specref.conformance.report.render import render_markdown
 from specref.conformance.tree import run_tree
 from specref.conformance.tree.adapters import builtin_tree_adapters

@@ -9,16 +9,17 @@ import pytest
 import torch
 
 from specref.conformance.chain import scenarios as S
+from specref.conformance.chain.token_laws import seeded_rng
 
 pytestmark = pytest.mark.exact
 
 
 def _loop_drafts(s: S.Scenario, rows: int, seed: int, chunk) -> tuple[np.ndarray, np.ndarray]:
-    rng = S._rng("inputs", seed, s.name, chunk)
+    rng = seeded_rng("inputs", seed, s.name, chunk)
     states = np.empty((rows, s.gamma + 1), dtype=np.int64)
     states[:, 0] = s.starts[rng.integers(len(s.starts), size=rows)]
     if s.identical_rows:
-        draws = np.broadcast_to(S._rng("identical", seed, s.name).random(s.gamma), (rows, s.gamma))
+        draws = np.broadcast_to(seeded_rng("identical", seed, s.name).random(s.gamma), (rows, s.gamma))
     else:
         draws = rng.random((rows, s.gamma))
     cdf, tokens = np.cumsum(s.draft, 1), np.empty((rows, s.gamma), dtype=np.int64)

@@ -27,7 +27,7 @@ from budget import alpha_for
 
 from specref.conformance import builtin_adapters, run
 from specref.conformance.chain.scenarios import PROBE, get
-from specref.conformance.engine.report import kind_of
+from specref.conformance.engine.check_words import kind_of
 from specref.stats import min_num_samples_chisquare
 
 pytestmark = pytest.mark.statistical

@@ -1,5 +1,5 @@
 """The vocabulary's edge: the large scenarios put real mass, target and residual, on the last tokens and on the last
-partial tile of every tile size from 1,024 to 8,192 (chain/scenarios.py: tail_tokens), and the rest of p on one token
+partial tile of every tile size from 1,024 to 8,192 (chain/token_laws.py: tail_tokens), and the rest of p on one token
 in every tile of spread_tile(V) tokens, p = 0 elsewhere, so a blocked kernel that drops or mis-masks the tail fails a
 law check and an emission anywhere else is a certain failure. The mutant `recovered_whole_tiles_only` (a
 recovered-token sampler that scans only whole 8,192-token tiles, as vLLM's sample_recovered_tokens_kernel tiles)
@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from specref.conformance import as_adapter, run
-from specref.conformance.chain.scenarios import TILES, get, spread_tile, tail_tokens
+from specref.conformance.chain.scenarios import get
+from specref.conformance.chain.token_laws import TILES, spread_tile, tail_tokens
 from specref.mutants import CATALOGUE
 from specref.mutants.bugs import TILE
 from specref.stats.size import MAX_DF

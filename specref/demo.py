@@ -144,7 +144,8 @@ def _runs(impl: str, args: argparse.Namespace, out: Path, plots: bool) -> list[t
 
 def rare_edges(report) -> list[str]:
     """The words of each rare edge the forced probe named in a report (edges/probe.py)."""
-    from .conformance.engine.report import EDGE, family
+    from .conformance.engine.check_words import family
+    from .conformance.engine.report import EDGE
 
     return [r.details["edge"] for r in report.failures if family(r) == EDGE and r.details.get("edge")]
 
@@ -194,7 +195,7 @@ def _cell(r) -> str:
 
 def side_by_side(kernel_pair: tuple, mutant_pair: tuple, *, out: Path) -> str:
     (kernel, kernel_paths), (mutant, mutant_paths) = kernel_pair, mutant_pair
-    from .conformance.engine.report import counts_line
+    from .conformance.engine.check_words import counts_line
 
     def count(report) -> str:
         return counts_line(report.counts())

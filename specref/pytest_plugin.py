@@ -210,7 +210,7 @@ class CheckItem(pytest.Item):
         if record["status"] == "not tested":
             pytest.skip(f"not tested: {record['reason']}")
         if record["status"] == "uninformative":  # rules out too little to count as a pass
-            from .conformance.engine.report import uninformative_words
+            from .conformance.engine.check_words import uninformative_words
 
             pytest.skip(uninformative_words(record))
         if record["status"] != "passed":  # failed, or not run (a failure with its reason)

@@ -25,7 +25,7 @@ from scipy.stats import binomtest, chi2, kstest, ncx2
 
 from ..conformance.chain.scenarios import Scenario
 from ..conformance.engine import registry
-from ..conformance.engine.report import kind_of
+from ..conformance.engine.check_words import kind_of
 from ..stats import ErrorBudget
 from ..stats.power import binomial_power, rule_critical
 from ..stats.record import CheckId

@@ -26,7 +26,8 @@ TARGET_SHARE = 1 / 3
 
 def measure(impl: str, budget_seconds: float, seed: int = 0) -> dict:
     from ..stats import tables
-    from .engine.report import check_record, is_law_check
+    from .engine.check_words import check_record
+    from .engine.report import is_law_check
     from .resolve import resolve
     from .runner import run
 

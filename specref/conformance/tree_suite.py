@@ -58,7 +58,7 @@ def calibration(seeds: int, mutant_rows: int = 4000) -> str:
     from scipy.stats import beta
 
     from ..mutants.trees import SCENARIOS_FOR
-    from .engine.report import kind_of
+    from .engine.check_words import kind_of
 
     def upper(k, n):  # one-sided 95% Clopper-Pearson upper bound
         return 1.0 if k == n else float(beta.ppf(0.95, k + 1, n - k))

@@ -17,10 +17,10 @@ import numpy as np
 import torch
 
 from ..edges.probe import edge_probe
+from ..engine.check_words import detection_words
 from ..engine.contract import Contract
 from ..engine.plan import Plan
 from ..engine.registry import CHAIN
-from ..engine.report import detection_words
 from ..engine.run_checks import run_checks
 from . import laws, snippet, tau
 from .adapters import REFERENCES, Adapter, as_adapter

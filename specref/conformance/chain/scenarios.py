@@ -12,7 +12,6 @@ is what failure snippets print.
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -21,65 +20,7 @@ import torch
 from ...errors import BadArgument
 from ..engine.precision import as_given
 from .columns import rows_sum
-
-# --- laws -------------------------------------------------------------------------------------------------------
-
-
-def _rng(*key) -> np.random.Generator:
-    return np.random.Generator(np.random.PCG64(zlib.crc32(":".join(map(str, key)).encode())))
-
-
-def _normalise(weights: np.ndarray) -> np.ndarray:
-    return weights / weights.sum(axis=-1, keepdims=True)
-
-
-def _dense(rng, v, concentration=1.0) -> np.ndarray:
-    return _normalise(rng.gamma(concentration, size=v) + 1e-3)
-
-
-def _sparse(rng, v, zero_fraction) -> np.ndarray:
-    w = rng.gamma(1.0, size=v) + 1e-3
-    w[rng.random(v) < zero_fraction] = 0
-    if not w.any():
-        w[rng.integers(v)] = 1
-    return _normalise(w)
-
-
-def _peaked(rng, v, zero_fraction=0.0) -> np.ndarray:
-    w = _sparse(rng, v, zero_fraction) if zero_fraction else _dense(rng, v)
-    w[rng.integers(v)] += 3.0
-    return _normalise(w)
-
-
-#: The tile sizes of blocked vocabulary kernels whose last, partial tile the large scenarios put mass on (vLLM's
-#: sample_recovered_tokens_kernel scans 8,192 tokens a block since vLLM PR 34974; vllm-ascend's 4,096).
-TILES = (1024, 2048, 4096, 8192)
-#: The mass the large scenarios' target puts on those tokens, and their draft: most of it is residual.
-TAIL_TARGET_MASS, TAIL_DRAFT_MASS = 0.3, 0.02
-
-
-def tail_tokens(v: int) -> list[int]:
-    """The vocabulary's edge: its last two tokens, and the first token of the last partial tile of each tile size
-    in TILES (where V is not a multiple of it)."""
-    return sorted({v - 1, max(v - 2, 0)} | {(v // t) * t for t in TILES if v % t and v > t})
-
-
-def _tail_heavy(row: np.ndarray, mass: float) -> np.ndarray:
-    """row with `mass` spread evenly over tail_tokens (the rest scaled to 1 - mass): a kernel that drops or mis-masks
-    the vocabulary's tail moves that mass, and the residual's share of it, elsewhere."""
-    tail = tail_tokens(row.size)
-    out = row.copy()
-    out[tail] = 0.0
-    out *= (1 - mass) / out.sum()
-    out[tail] = mass / len(tail)
-    return out
-
-
-def _one_hot(v, token) -> np.ndarray:
-    row = np.zeros(v)
-    row[token] = 1.0
-    return row
-
+from .token_laws import dense, disjoint_pair, large_pair, normalise, one_hot, peaked, seeded_rng, sparse
 
 #: The rare-edge probe (see _build) and the event it is sized for: one fp32 uniform equal to 0 (on CPU; see
 #: probe_event_probability for other devices and dtypes).
@@ -202,14 +143,14 @@ class Scenario:
         return self._inputs(rows, seed, chunk, start_states)
 
     def _inputs(self, rows: int, seed: int, chunk, start_states: np.ndarray | None) -> Batch:
-        rng = _rng("inputs", seed, self.name, chunk)
+        rng = seeded_rng("inputs", seed, self.name, chunk)
         g, v = self.gamma, self.vocab_size
         component = rng.integers(len(self.starts), size=rows)
         states = np.empty((rows, g + 1), dtype=np.int64)
         states[:, 0] = self.starts[component] if start_states is None else start_states
         tokens = np.empty((rows, g), dtype=np.int64)
         if self.identical_rows:
-            fixed = _rng("identical", seed, self.name)
+            fixed = seeded_rng("identical", seed, self.name)
             rows_draws = np.broadcast_to(fixed.random(g), (rows, g))
         else:
             rows_draws = rng.random((rows, g))
@@ -311,14 +252,14 @@ def _mixed(name, description, parts: list[Scenario], **kw) -> Scenario:
 
 
 def _markov_tables(rng, v, zero_fraction=0.3) -> tuple[np.ndarray, np.ndarray]:
-    target = np.stack([_sparse(rng, v, zero_fraction) for _ in range(v)])
-    draft = np.stack([_normalise(0.5 * target[s] + 0.5 * _dense(rng, v)) for s in range(v)])
+    target = np.stack([sparse(rng, v, zero_fraction) for _ in range(v)])
+    draft = np.stack([normalise(0.5 * target[s] + 0.5 * dense(rng, v)) for s in range(v)])
     return target, draft
 
 
 def _near_equal(name, rng) -> Scenario:
-    p = _peaked(rng, 12)
-    q = _normalise(p * (1 + 1e-3 * rng.standard_normal(12)))
+    p = peaked(rng, 12)
+    q = normalise(p * (1 + 1e-3 * rng.standard_normal(12)))
     return context_free(name, "q = p perturbed by 1e-3 relative (tiny residuals)", p, q, 4)
 
 
@@ -331,62 +272,28 @@ def _small_residual(name, rng) -> Scenario:
 
 
 def _equal(name, rng) -> Scenario:
-    p = _peaked(rng, 12)
+    p = peaked(rng, 12)
     return context_free(name, "p == q (Z = 0): every draft accepted, tau = g+1", p, p.copy(), 8)
 
 
 def _one_hot_draft(name, rng) -> Scenario:
     # the draft is the target's likeliest token (a greedy drafter), so it is accepted often enough that the
     # accepted-count law has power (a one-hot draft on a rare token is almost always rejected)
-    p = _dense(rng, 10)
-    return context_free(name, "dense target, one-hot draft on its likeliest token", p, _one_hot(10, int(p.argmax())), 3)
+    p = dense(rng, 10)
+    return context_free(name, "dense target, one-hot draft on its likeliest token", p, one_hot(10, int(p.argmax())), 3)
 
 
 def _mixed_batch(name, rng) -> Scenario:
     parts = [
-        context_free("a", "", _dense(rng, 10), _dense(rng, 10), 3),
-        context_free("b", "", _one_hot(10, 2), _dense(rng, 10), 3),  # all g+1 target rows one-hot
-        context_free("c", "", *_disjoint_pair(rng, 10), 3),
+        context_free("a", "", dense(rng, 10), dense(rng, 10), 3),
+        context_free("b", "", one_hot(10, 2), dense(rng, 10), 3),  # all g+1 target rows one-hot
+        context_free("c", "", *disjoint_pair(rng, 10), 3),
     ]
     return _mixed(name, "rows of three scenarios interleaved in each call", parts)
 
 
 def _markov_entry(description, v, gamma, zero_fraction=0.3, **kw):
     return lambda name, rng: markov(name, description, *_markov_tables(rng, v, zero_fraction), gamma, **kw)
-
-
-#: The most tokens the large scenarios' target spreads over the range (their edge aside): each of them then holds
-#: enough of p and of the residual that no law check pools it into a merged bin at the rows a default run gives them
-#: (a support over every tile of 1,024 at V = 151,936, 149 tokens, passes stats.size.MAX_DF and pools half of p).
-SPREAD_TOKENS = 40
-
-
-def spread_tile(v: int) -> int:
-    """The smallest tile size of TILES with at most SPREAD_TOKENS tiles in [0, v)."""
-    return next((t for t in TILES if -(-v // t) <= SPREAD_TOKENS), TILES[-1])
-
-
-def spread_tokens(rng, v: int) -> np.ndarray:
-    """One token drawn uniformly in every tile of spread_tile(v) tokens of [0, v), the last partial tile included,
-    and the tail_tokens: a sparse support over the whole range, sorted."""
-    tile = spread_tile(v)
-    starts = np.arange(0, v, tile)
-    widths = np.minimum(starts + tile, v) - starts
-    picked = starts + (rng.random(starts.size) * widths).astype(np.int64)
-    return np.union1d(picked, tail_tokens(v))
-
-
-def _large(rng, v) -> tuple[np.ndarray, np.ndarray]:
-    """A large vocabulary's (target, draft): the target on spread_tokens only (p = 0 on every other token, so an
-    emission there is a certain failure), TAIL_TARGET_MASS of it on the edge (tail_tokens); the draft dense over the
-    whole vocabulary, half of it on the target's support, TAIL_DRAFT_MASS on the edge. So the residual too has mass
-    in every tile of spread_tile(v) tokens and about half of it on the edge, and the law checks' df is the support's
-    size less one (at most SPREAD_TOKENS + 3), not V / 2."""
-    support = spread_tokens(rng, v)
-    target = np.zeros(v)
-    target[support] = rng.uniform(0.75, 1.25, size=support.size)  # even: no token too rare to count
-    draft = _normalise(0.5 * _normalise(target) + 0.5 * _dense(rng, v))
-    return _tail_heavy(_normalise(target), TAIL_TARGET_MASS), _tail_heavy(draft, TAIL_DRAFT_MASS)
 
 
 def _probe(name, rng) -> Scenario:
@@ -403,29 +310,29 @@ def _probe(name, rng) -> Scenario:
 #: builder sets (ragged, point_mass, identical_rows, joint, probe; mixed: several start states), never the name.
 CATALOGUE = {
     "cf_dense_g4": lambda name, rng: context_free(name, "context-free, independent dense p and q, V=16",
-                                                  _dense(rng, 16), _dense(rng, 16), 4),
+                                                  dense(rng, 16), dense(rng, 16), 4),
     "cf_zero_support_g3": lambda name, rng: context_free(name, "60% of tokens have p = 0, q dense (drafts hit p = 0)",
-                                                         _sparse(rng, 32, 0.6), _dense(rng, 32), 3),
+                                                         sparse(rng, 32, 0.6), dense(rng, 32), 3),
     "cf_disjoint_g2": lambda name, rng: context_free(name, "disjoint supports: every draft rejected at position 1",
-                                                     *_disjoint_pair(rng, 12, cut=5), 2),
+                                                     *disjoint_pair(rng, 12, cut=5), 2),
     "cf_equal_g8": _equal,
     "cf_near_equal_g4": _near_equal,
     "cf_small_residual_g4": _small_residual,
-    "cf_one_hot_target_g3": lambda name, rng: context_free(name, "one-hot target, dense draft", _one_hot(10, 3),
-                                                           _dense(rng, 10), 3),
+    "cf_one_hot_target_g3": lambda name, rng: context_free(name, "one-hot target, dense draft", one_hot(10, 3),
+                                                           dense(rng, 10), 3),
     "cf_one_hot_draft_g3": _one_hot_draft,
     **{f"markov_g{g}": _markov_entry(f"order-1 Markov, V=6, 30% zeros in p, g={g}", 6, g) for g in (1, 5, 8)},
     "large_v8193_g2": lambda name, rng: context_free(name, "V=8193, p on one token in every 1,024 and "
-                                                     "30% on the vocabulary's edge", *_large(rng, 8193), 2,
+                                                     "30% on the vocabulary's edge", *large_pair(rng, 8193), 2,
                                                      rows_per_call=512),
     "large_v151936_g1": lambda name, rng: context_free(name, "V=151936 (Qwen vocab), p on one token in every "
-                                                       "4,096 and 30% on the edge", *_large(rng, 151936), 1,
+                                                       "4,096 and 30% on the edge", *large_pair(rng, 151936), 1,
                                                        rows_per_call=64),
     "mixed_batch_g3": _mixed_batch,
     "ragged_g6": _markov_entry("Markov V=6, num_draft ~ U{0..6}, -1 placeholders", 6, 6, ragged=True),
     "point_mass_g4": _markov_entry("Markov V=6, draft_probs=None", 6, 4, point_mass=True),
-    "identical_rows_g2": lambda name, rng: context_free(name, "every row has the same inputs", _dense(rng, 8),
-                                                        _dense(rng, 8), 2, identical_rows=True),
+    "identical_rows_g2": lambda name, rng: context_free(name, "every row has the same inputs", dense(rng, 8),
+                                                        dense(rng, 8), 2, identical_rows=True),
     "joint_markov_g2": _markov_entry("Markov V=5: first 3 tokens over repeated cycles", 5, 2, 0.2, joint=True),
     PROBE: _probe,
 }  # fmt: skip
@@ -433,21 +340,12 @@ CATALOGUE = {
 
 def scenario_rng(name: str) -> np.random.Generator:
     """The random stream a catalogue scenario's rows are drawn from: PCG64 seeded by crc32 of its name."""
-    return _rng("scenario", name)
+    return seeded_rng("scenario", name)
 
 
 def build(catalogue: dict | None = None) -> dict[str, Scenario]:
     """The scenarios of a catalogue (default CATALOGUE), each built from its own name's stream."""
     return {name: make(name, scenario_rng(name)) for name, make in (catalogue or CATALOGUE).items()}
-
-
-def _disjoint_pair(rng, v, cut=None) -> tuple[np.ndarray, np.ndarray]:
-    """p on `cut` random tokens, q on the other v - cut (default: half each)."""
-    cut = v // 2 if cut is None else cut
-    order = rng.permutation(v)
-    p, q = np.zeros(v), np.zeros(v)
-    p[order[:cut]], q[order[cut:]] = _dense(rng, cut), _dense(rng, v - cut)
-    return p, q
 
 
 SCENARIOS: dict[str, Scenario] = build()

@@ -9,10 +9,11 @@ from typing import Protocol
 
 from ...stats import CheckResult, ErrorBudget
 from .calls import AdapterFailure
+from .check_words import family
 from .contract import Contract, Scenario
 from .plan import LAW
 from .plan_rows import demands_of
-from .report import RESOLUTION_FLOOR, Report, family
+from .report import RESOLUTION_FLOOR, Report
 from .results import failure_details, not_run, not_tested, t0_result
 from .run_plan import RunPlan
 from .sizing import rows_for_tv

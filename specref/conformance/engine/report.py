@@ -3,21 +3,27 @@
 from __future__ import annotations
 
 import dataclasses
-import math
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import chi2, poisson
 
 from ...stats import CheckResult, ErrorBudget
-from ...stats.record import STATUSES, CheckId, json_safe
+from ...stats.record import json_safe
 from . import precision, registry
+from .check_words import (
+    check_record,
+    count_statuses,
+    counts_line,
+    detection_words,
+    diagnosis_words,
+    failure_lines,
+    family,
+    uninformative_lines,
+)
 from .contract import Contract
-from .failure_words import defect_words, example_words
-from .fit import fit_words
 from .lossy_words import lossy_lines
-from .plan import LAW, RULE, describe, family_of
+from .natural_edge import explained_by_edge
+from .plan import LAW, RULE
 from .sizing import BETA
 
 CONFORMING, NON_CONFORMING, LOSSY = "conforming", "non-conforming", "lossy by configuration"
@@ -32,82 +38,6 @@ EDGE = registry.EDGE
 def lossless(rule: str) -> str:
     """The verdict of a verifier that keeps the target law and follows its declared rule other than exact."""
     return f"lossless (declared rule {rule})"
-
-
-#: The T0 checks a token of the rare edge fails: target probability 0, or a correction where the rule cannot put one.
-EDGE_TOKENS = ("t0_zero_prob_emitted", "t0_residual_support")
-
-
-def natural_edge_words(tokens: int, draws: int, event: float, p_value: float, flagged: float | None = None) -> str:
-    power = ""
-    if flagged is not None:
-        power = (f"; extra zero-probability tokens at {flagged:.3g} per draw or more ({flagged / event:.3g}x the "
-                 f"edge's rate) would have been flagged with probability {EDGE_POWER:g}")  # fmt: skip
-    return (
-        f"the {tokens} zero-probability or out-of-support token(s) emitted in the run are the named edge met "
-        f"naturally: {draws:,} draws where the edge acts, at {event:.3g} each, explain them (one-sided Poisson "
-        f"p = {p_value:.3g}; no scenario holds more than its own draws explain){power}"
-    )
-
-
-#: The power at which the natural-edge rule states the extra rate of zero-probability tokens it flags.
-EDGE_POWER = 0.999
-
-
-def edge_draws(scenario: dict, edges: dict) -> int:
-    """The draws of one scenario (report.json's record: rows, gamma) on which the forced probe's named edges act:
-    rows x g accept tests for the accept edge, one final draw (correction or bonus) per row for any other."""
-    rows, gamma = scenario["rows"], scenario.get("gamma") or 0
-    accept, final = "accept" in edges, any(key != "accept" for key in edges)
-    return rows * (gamma * accept + final)
-
-
-def edge_power(draws: int, event: float, alpha: float, power: float = EDGE_POWER) -> float:
-    """The extra rate per draw of zero-probability tokens, on top of the edge's `event`, that the one-sided Poisson
-    test at `alpha` flags with probability `power`: the critical count c (the least with P(X >= c) <= alpha at
-    draws x event), then the rate whose P(X >= c) is `power` (P(X >= c; m) = P(chi^2_2c <= 2m))."""
-    expected = draws * event
-    critical = int(poisson.isf(alpha, expected)) + 1
-    while critical > 1 and poisson.sf(critical - 2, expected) <= alpha:
-        critical -= 1
-    while poisson.sf(critical - 1, expected) > alpha:
-        critical += 1
-    return float(chi2.ppf(power, 2 * critical) / 2 / draws - event)
-
-
-def kind_of(check_name: str) -> str:
-    """The kind of a check, from its name (CheckId.parse)."""
-    return CheckId.parse(check_name).kind
-
-
-def family(result: CheckResult) -> str:
-    return result.details.get("family") or family_of(result.id.kind)
-
-
-def tested(result: CheckResult) -> bool:
-    """False for a check that could not fail (plan.py): it spent no alpha and is never counted as a pass."""
-    return result.status != "not tested"
-
-
-def reason(result: CheckResult) -> str | None:
-    """Why a check is not tested or was not run (None for a check that passed or failed on its data)."""
-    if result.status == "not tested":
-        return str(result.details.get("not_tested") or "it could not fail").removeprefix("not tested: ")
-    if result.status == "not run":
-        return str(result.details.get("error") or "not run").removeprefix("not run: ")
-    return None
-
-
-def count_statuses(statuses) -> dict[str, int]:
-    """{status: how many} over STATUSES, from an iterable of statuses: the one count every output prints."""
-    statuses = list(statuses)
-    return {status: statuses.count(status) for status in STATUSES}
-
-
-def counts_line(counts: dict[str, int]) -> str:
-    """The counts in words, as every output states them."""
-    return (f"{counts['passed']} passed, {counts['failed']} failed, {counts.get('uninformative', 0)} uninformative "
-            f"at this N, {counts['not run']} not run, {counts['not tested']} not tested (could not fail)")  # fmt: skip
 
 
 #: The power every detectable distance is stated at (sizing.BETA: the checks' own beta).
@@ -157,7 +87,7 @@ class Report:
     verdict: str = ""
     rule_diagnosis: dict = field(default_factory=dict)  # other rules' fit and the acceptance ratio (see runner)
     probe: dict = field(default_factory=dict)  # the rare-edge probe: tests run and detection probability
-    natural_edge: dict = field(default_factory=dict)  # zero-probability tokens a named edge explains (_edge_explains)
+    natural_edge: dict = field(default_factory=dict)  # zero-probability tokens a named edge explains (natural_edge.py)
     interrupted: str = ""  # why the run stopped before its end (SIGINT): the report is partial
     lossy: dict = field(default_factory=dict)  # a lossy adapter's TV intervals and acceptance (Contract.lossy_measure)
     timings: dict = field(default_factory=dict)  # where the run's time went (engine/timings.py)
@@ -200,49 +130,10 @@ class Report:
             self.verdict = NON_CONFORMING
 
     def _edge_explains(self) -> dict | None:
-        """When the forced probe named an edge and every other failure is a token the edge makes, whether those
-        tokens are no more than the named edge explains in nature. A token the edge makes fails a T0 token check
-        (EDGE_TOKENS: a zero-probability token; a correction the rule cannot put there, as a left-side inverse CDF's
-        zero-weight token), and may fail a statistical check of the same scenario as an impossible outcome: such a
-        check counts only if its possible outcomes alone pass (p_asymptotic above its alpha).
-
-        The edge acts on the draws it names (edge_draws: the accept tests for the accept edge, one final draw per
-        row for the others), each with the edge's event probability. The tokens are the edge's, and the verdict stays
-        "rare edge", only if (1) their count passes a one-sided Poisson test at the run's alpha against the run's
-        expected count, and (2) no scenario holds more than its own draws explain (the same test per scenario with
-        tokens, at alpha over their number): where one does, a second cause is more likely there than the edge, and
-        the verdict stays "non-conforming". What the rule could still absorb is stated (edge_power): the rate of
-        extra zero-probability tokens per draw it flags with probability 0.999. The finding is kept in
-        `self.natural_edge` (report.json "natural_edge"), shown in the summary and report.md."""
-        others = [r for r in self.failures if family(r) != EDGE]
-        tokens = [r for r in others if kind_of(r.name) in EDGE_TOKENS]
-        where = {CheckId.parse(r.name).scenario for r in tokens}
-        impossible = [r for r in others if r.details.get("impossible_observed") and CheckId.parse(r.name).scenario
-                      in where and r.details.get("p_asymptotic", 0.0) > r.alpha]  # fmt: skip
-        if not tokens or len(tokens) + len(impossible) != len(others):
-            return None
-        edges = self.forced_probe.get("edges", {})
-        events = [e.get("event_probability") or 0.0 for e in edges.values()]
-        if not events or not max(events) > 0:
-            return None
-        event = max(events)
-        draws = {name: edge_draws(s, edges) for name, s in self.scenarios.items()}
-        total = sum(draws.values())
-        count = sum(int(r.statistic) for r in tokens)  # an impossible outcome of a T2 check is one of these tokens
-        p_value = float(poisson.sf(count - 1, total * event))
-        per_scenario = {}
-        for r in tokens:
-            name = CheckId.parse(r.name).scenario
-            per_scenario[name] = per_scenario.get(name, 0) + int(r.statistic)
-        second = {name: float(poisson.sf(k - 1, draws.get(name, 0) * event)) for name, k in per_scenario.items()}
-        if p_value <= self.alpha or min(second.values()) <= self.alpha / len(second):
-            return None
-        power = edge_power(total, event, self.alpha)
-        self.natural_edge = {"tokens": count, "draws": total, "event_probability": event, "p_value": p_value,
-                             "per_scenario_p_values": second, "flagged_extra_rate": power,
-                             "checks": [r.name for r in others],
-                             "words": natural_edge_words(count, total, event, p_value, power)}  # fmt: skip
-        return self.natural_edge
+        """The natural-edge finding (natural_edge.explained_by_edge), kept in `self.natural_edge` (report.json
+        "natural_edge") and shown in the summary and report.md; None where the failures are not the edge's."""
+        self.natural_edge = explained_by_edge(self.failures, self.scenarios, self.forced_probe, self.alpha) or {}
+        return self.natural_edge or None
 
     @property
     def law_kept(self) -> bool:
@@ -395,140 +286,3 @@ class Report:
                 "timings": self.timings,
             }
         )
-
-
-def diagnosis_words(diagnosis: dict) -> str:
-    """The rule diagnosis in words (report.json's rule_diagnosis): the rules the acceptance matches, each with what
-    its checks rule out (engine/fit.py), and the acceptance ratio against the declared rule."""
-    d = diagnosis
-
-    def tested(fit: dict) -> str:
-        smallest = fit["min_p_value"]  # None in report.json where NaN: certain checks only
-        if smallest is None or math.isnan(smallest):
-            return f"{fit['checks']} certain rule checks"
-        return f"smallest p-value {smallest:.3g} over {fit['checks']} rule checks"
-
-    matches = [f"it matches rule {name!r}: {fit_words(fit.get('ruled_out') or {})}; {tested(fit)}"
-               for name, fit in d.get("rules", {}).items() if fit["matches"]]  # fmt: skip
-    words = matches or ["it matches no rule specref knows"]
-    if d.get("acceptance_ratio") is not None:
-        against = f"rule {d['against']!r}" if d.get("against") else "exact speculative sampling"
-        words.append(f"accepted drafts {d['acceptance_ratio']:.3f}x those of {against}")
-    return "; ".join(words)
-
-
-def check_record(r: CheckResult, contract: str = registry.CHAIN) -> dict:
-    """One check as every output reads it: the result, its kind and scenario, family, status and reason, and how its
-    numbers read (the statistic's kind, what a bin and a stratum are: registry.py)."""
-    kind = registry.kinds().get(r.id.kind)
-    return {
-        **r.to_dict(),
-        "kind": r.id.kind,
-        "scenario": r.id.scenario,
-        "family": family(r),
-        "status": r.status,
-        "reason": reason(r),
-        "tested": tested(r),
-        "description": describe(r.id.kind, contract) if kind else "",
-        "statistic_kind": statistic_kind(r, kind),
-        "bins": kind.bins if kind else "",
-        "strata": kind.strata if kind else "",
-    }
-
-
-def statistic_kind(r: CheckResult, kind=None) -> str:
-    """What the statistic of this result is, from the test it ran (details), else from its kind's declaration."""
-    d = r.details
-    if r.status == "not tested" or d.get("tier") == "not run":
-        return ""
-    if d.get("tier") == "T0":
-        return "violations"
-    used = str(d.get("test_used") or "")
-    if d.get("method") == "bennett":
-        return "mean shift (Bennett bound)"
-    if "per position" in str(d.get("test", "")):
-        return "largest |rate - p0| (exact binomial per position)"
-    if used.startswith("exact binomial"):
-        return "exact binomial count (the rarer bin)"
-    if used.startswith("Pearson"):
-        return "Pearson X^2"
-    return kind.statistic if kind else ""
-
-
-def uninformative_words(record: dict) -> str:
-    """One uninformative check in words (a report.json check record): its distance, the floor, the rows it needs."""
-    u = record["details"]["uninformative"]
-    need = f"; about {u['rows_needed']:,} rows of {u['scenario']} would reach it" if u.get("rows_needed") else ""
-    tv = record.get("detectable_tv")
-    return (f"UNINFORMATIVE {record['name']}: detectable TV {'none' if tv is None else f'{tv:.3g}'} at n = "
-            f"{record['n']:,} is above the resolution floor {u['floor']:g}{need}")  # fmt: skip
-
-
-def uninformative_lines(checks: list[CheckResult], contract: str = registry.CHAIN) -> list[str]:
-    records = [check_record(r, contract) for r in checks]
-    return [uninformative_words(c) for c in records if c["status"] == "uninformative"]
-
-
-#: Distinct failure causes the terminal lists (report.md lists every failed check).
-SHOWN_CAUSES = 12
-
-
-def failure_lines(failures: list[CheckResult], limit: int = SHOWN_CAUSES) -> list[str]:
-    """One line per distinct cause: a statistical failure is its own cause; a certain failure of one kind with one
-    error (a malformed output in 12 scenarios) is one line naming its scenarios; checks not run for one reason are
-    one line naming their kinds."""
-    groups: dict[tuple, list[CheckResult]] = {}
-    for r in failures:
-        if r.status == "not run":
-            key = ("not run", reason(r))
-        elif r.details.get("tier") == "T2":
-            key = ("T2", r.name)
-        else:
-            # one cause: one kind, one error up to its numbers (shape [256, 4] in one scenario, [256, 9] in another)
-            key = ("T0", r.id.kind, re.sub(r"\d+", "#", str(r.details.get("error") or "")))
-        groups.setdefault(key, []).append(r)
-    lines = [_cause_line(key[0], group) for key, group in groups.items()]
-    if len(lines) > limit:
-        lines = lines[:limit] + [f"... and {len(lines) - limit} more distinct failures (report.md lists every check)"]
-    return lines
-
-
-def _where(group: list[CheckResult]) -> str:
-    scenarios = list(dict.fromkeys(r.id.scenario or "run" for r in group))
-    shown = ", ".join(scenarios[:4]) + (f", +{len(scenarios) - 4} more" if len(scenarios) > 4 else "")
-    return f"{shown} ({len(scenarios)} scenarios)" if len(scenarios) > 4 else shown
-
-
-def _cause_line(tier: str, group: list[CheckResult]) -> str:
-    r = group[0]
-    if tier == "not run":
-        kinds = list(dict.fromkeys(c.id.kind for c in group))
-        return f"NOT RUN {len(group)} checks ({', '.join(kinds)}) in {_where(group)}: {reason(r)}"
-    if tier == "T2":
-        return (f"FAIL {r.name}: p={r.p_value:.3g} (alpha {r.alpha:.2g}), {statistic_kind(r) or 'statistic'} "
-                f"{r.statistic:.4g}, n={r.n:,}")  # fmt: skip
-    head = f"FAIL {r.id.kind}[{_where(group)}]"
-    if r.details.get("edge"):  # a rare edge the forced probe named (edges/probe.py)
-        edge = r.details["edge"]  # the probe's words carry the fix where it located the line
-        return f"{head}: {edge}" + ("" if "known defect class" in edge else defect_words(edge))
-    if r.details.get("error"):
-        return f"{head}: {r.details['error']}" + (f" (in {r.id.scenario}; the same in each)" if len(group) > 1 else "")
-    violations = sum(0 if math.isnan(c.statistic) else int(c.statistic) for c in group)
-    rows = sum(c.n for c in group)
-    count = f"{violations:,} violations" + (f" in {rows:,} rows" if rows else "")
-    detail = r.details.get("example")
-    if detail is None:
-        detail = {k: v for k, v in r.details.items() if k not in ("tier", "family")}
-        return f"{head}: {count}; first: {detail}"
-    return f"{head}: {count}; first: {example_words(detail)}"
-
-
-def detection_words(probe: dict) -> str:
-    """The statistical probe's detection probability in words (report.json's probe record): the probability, or
-    why none is stated (float64 uniforms: 2^-53, never in practice). Records from before the words were recorded
-    carry the probability alone (specref merge and render.rebuild read such files)."""
-    detection = probe.get("detection_probability")
-    if detection is not None:
-        return probe.get("detection_words") or f"{detection:.4g}"
-    event = probe.get("event", "")
-    return "none stated" + (f": {event.split(': ', 1)[1]}" if ": " in event else "")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ...forced import GIVEN
 from ..edges.probe import FAMILY, ROWS
-from ..engine.report import detection_words
+from ..engine.check_words import detection_words
 from ..engine.snippets import load as load_code
 from ..pipeline.contract import NOT_SHOWN
 

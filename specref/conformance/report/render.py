@@ -23,19 +23,10 @@ from ...folders import earlier_files, remove_stale, replace_files
 from ...stats.record import CheckId, CheckResult
 from ..contracts import every_kind
 from ..engine import registry
+from ..engine.check_words import count_statuses, counts_line, diagnosis_words, uninformative_words
 from ..engine.lossy_words import lossy_lines
 from ..engine.plan import describe
-from ..engine.report import (
-    RARE_EDGE,
-    RESOLUTION_FLOOR,
-    Report,
-    count_statuses,
-    counts_line,
-    diagnosis_words,
-    resolution_of,
-    resolution_words,
-    uninformative_words,
-)
+from ..engine.report import RARE_EDGE, RESOLUTION_FLOOR, Report, resolution_of, resolution_words
 from .edges import markdown as edge_markdown
 from .plots import BAND_Z, PLOT_FILES, write_plots
 from .snippets import snippet

@@ -28,7 +28,7 @@ import torch
 from ... import exact_store
 from ...errors import BadArgument
 from ...reference.drafting import chain_shape, shape_depth, shape_size
-from ..chain.scenarios import _dense, _normalise, _peaked, _rng
+from ..chain.token_laws import dense, normalise, peaked, seeded_rng
 from ..engine.precision import as_given
 
 SCHEMES = ("iid", "without_replacement", "dedup", "topk")
@@ -166,7 +166,7 @@ class TreeScenario:
     def inputs(self, rows: int, seed: int, chunk, scheme: str, start_states: np.ndarray | None = None) -> TreeBatch:
         if scheme not in SCHEMES:
             raise ValueError(f"scheme={scheme!r}; expected one of {SCHEMES}")
-        rng = _rng("tree-inputs", seed, self.name, scheme, chunk)
+        rng = seeded_rng("tree-inputs", seed, self.name, scheme, chunk)
         n, v = self.num_nodes, self.vocab_size
         shape_index = rng.integers(len(self.shapes), size=rows)
         parents = np.full((rows, n), -1, dtype=np.int64)
@@ -248,7 +248,7 @@ def _context_free(name, description, p, q, shapes, **kw) -> TreeScenario:
 def _markov(name, description, rng, v, shapes, **kw) -> TreeScenario:
     """Order-1 Markov rows (state = the last token), some target zeros, drafts half target half noise."""
     target = np.stack([_sparse_row(rng, v) for _ in range(v)])
-    draft = np.stack([_normalise(0.5 * target[s] + 0.5 * _dense(rng, v)) for s in range(v)])
+    draft = np.stack([normalise(0.5 * target[s] + 0.5 * dense(rng, v)) for s in range(v)])
     next_state = np.broadcast_to(np.arange(v), (v, v)).copy()
     return TreeScenario(name, description, target, draft, next_state, tuple(shapes), context_free=False, **kw)
 
@@ -256,14 +256,14 @@ def _markov(name, description, rng, v, shapes, **kw) -> TreeScenario:
 def _sparse_row(rng, v) -> np.ndarray:
     w = rng.gamma(0.7, size=v) + 1e-3
     w[rng.integers(v)] = 0.0  # one impossible token per context
-    return _normalise(w)
+    return normalise(w)
 
 
 def _chain_cf(name, rng) -> TreeScenario:
     # q mostly p, as a good drafter's law is: every rule accepts often enough that all three depths are
     # reached (with independent dense rows, target_only accepts ~0.11 per depth and depth 3 has no power)
-    p = _dense(rng, 6)
-    q = _normalise(0.75 * p + 0.25 * _dense(rng, 6))
+    p = dense(rng, 6)
+    q = normalise(0.75 * p + 0.25 * dense(rng, 6))
     return _context_free(name, "context-free chain of 3 drafts, V=6, q = 3/4 p + 1/4 noise", p, q, [chain_shape(3)])
 
 
@@ -273,9 +273,9 @@ def _chain_cf(name, rng) -> TreeScenario:
 CATALOGUE = {
     "tree_chain_cf": _chain_cf,
     "tree_star_cf": lambda name, rng: _context_free(name, "context-free star: 4 children of the root, V=6",
-                                                    _dense(rng, 6), _dense(rng, 6), [STAR]),
+                                                    dense(rng, 6), dense(rng, 6), [STAR]),
     "tree_duplicates_cf": lambda name, rng: _context_free(name, "peaked q, V=4: i.i.d. children repeat often (depth "
-                                                          "2, 7 nodes)", _dense(rng, 4), _peaked(rng, 4), [BUSH]),
+                                                          "2, 7 nodes)", dense(rng, 4), peaked(rng, 4), [BUSH]),
     "tree_chain_markov": lambda name, rng: _markov(name, "Markov V=5 chain of 3 drafts (a wrong row shows with "
                                                    "context)", rng, 5, [chain_shape(3)]),
     "tree_eagle_markov": lambda name, rng: _markov(name, "Markov V=5 EAGLE-like tree: depth 3, root top-3, 7 nodes",
@@ -292,7 +292,7 @@ CATALOGUE = {
 
 def scenario_rng(name: str) -> np.random.Generator:
     """The random stream a tree scenario's rows are drawn from: PCG64 seeded by crc32 of its name."""
-    return _rng("tree-scenario", name)
+    return seeded_rng("tree-scenario", name)
 
 
 def build(catalogue: dict | None = None) -> dict[str, TreeScenario]:
