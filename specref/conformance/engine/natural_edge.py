@@ -10,8 +10,6 @@ from ...stats.record import CheckId
 from . import registry
 from .check_words import family, kind_of
 
-EDGE = registry.EDGE
-
 #: The T0 checks a token of the rare edge fails: target probability 0, or a correction where the rule cannot put one.
 EDGE_TOKENS = ("t0_zero_prob_emitted", "t0_residual_support")
 
@@ -68,7 +66,7 @@ def explained_by_edge(failures: list[CheckResult], scenarios: dict, forced_probe
     the verdict stays "non-conforming". What the rule could still absorb is stated (edge_power): the rate of
     extra zero-probability tokens per draw it flags with probability 0.999. None where the failures are not all
     the edge's, or are more than it explains."""
-    others = [r for r in failures if family(r) != EDGE]
+    others = [r for r in failures if family(r) != registry.EDGE]
     tokens = [r for r in others if kind_of(r.name) in EDGE_TOKENS]
     where = {CheckId.parse(r.name).scenario for r in tokens}
     impossible = [r for r in others if r.details.get("impossible_observed") and CheckId.parse(r.name).scenario

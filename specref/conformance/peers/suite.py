@@ -165,7 +165,7 @@ def write_peers(out: Path, rows: list[Row], *, seed: int, budget_seconds: float,
         f"Environment: {env.get('python', '')}; torch {torch.__version__}; "
         + "; ".join(f"{k} {v}" for k, v in env.items() if k != "python"),
         "",
-        "| engine | package | code path that ran | device | rule | verdict | failing checks | rows | detectable TV |",
+        "| engine | package | code path that ran | device | rule | verdict | failing checks | rows | smallest detectable TV (one law check) |",
         "|---|---|---|---|---|---|---|---:|---:|",
     ]
     for r in rows:
